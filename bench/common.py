@@ -1,0 +1,269 @@
+"""Shared helpers for the benchmark suites in bench/ (kernels.py, models.py).
+
+What lives here:
+  - building a callable per back end: "eager" (the function itself), "inductor" and "tritonize"
+    (torch.compile with that back end), and counting the graphs Dynamo compiled;
+  - timing: triton.testing.do_bench (median) on CUDA, a perf_counter median on the CPU;
+  - a measured device-to-device copy bandwidth, the yardstick for memory-bound kernels;
+  - counting device kernels launched by one call, through torch.profiler, the same way for
+    every back end;
+  - turning an exception into a table cell ("fails: Type: first line") instead of a crash;
+  - printing a table as fixed-width text or as markdown.
+
+Not here: what to benchmark (the suites decide) or any knowledge of tritonize internals; the
+tritonize package is only imported, inside a try, when the "tritonize" back end is asked for.
+"""
+import math
+import statistics
+import time
+
+import torch
+
+BACKENDS = ("eager", "inductor", "tritonize")
+
+
+# ----------------------------------------------------------------------------- back ends
+
+
+def dynamo_graph_count():
+    """FX graphs Dynamo has compiled in this process since the last reset (graph breaks add one)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def import_tritonize():
+    """Imports tritonize (which registers the "tritonize" back end); a clear error if absent."""
+    try:
+        import tritonize  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"cannot import tritonize (run with PYTHONPATH=src): {exc}") from exc
+    return tritonize
+
+
+def build_backend(name, fn):
+    """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)."""
+    if name == "eager":
+        return fn
+    if name not in ("inductor", "tritonize"):
+        raise ValueError(f"unknown back end {name!r}; known: {', '.join(BACKENDS)}")
+    if name == "tritonize":
+        import_tritonize()
+    return torch.compile(fn, backend=name)
+
+
+def reset_compiler_state():
+    """Forgets every compiled graph (in-memory state only; disk caches stay) and the counters."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def describe_error(exc):
+    """A one-line table cell for an exception: 'fails: TypeName: first line of message'."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    text = f"fails: {type(exc).__name__}: {first}" if first else f"fails: {type(exc).__name__}"
+    return text[:160]
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def synchronize(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_time_s(fn, device, warmup_ms=25, rep_ms=100, cpu_iters=5):
+    """Median time of one call of `fn` in seconds, warm-up excluded.
+
+    CUDA: triton.testing.do_bench (flushes L2 between calls). CPU: perf_counter over a few calls.
+    """
+    if torch.device(device).type == "cuda":
+        import triton.testing
+
+        ms = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        return ms / 1e3
+    fn()
+    times = []
+    for _ in range(cpu_iters):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_iterations(fn, device, warmup=3, iters=10):
+    """Median seconds per call over `iters` calls after `warmup` calls (CUDA events on GPU).
+
+    For whole-model steps, where do_bench's L2 flush and its time-based repeat count are not
+    wanted.
+    """
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    if torch.device(device).type != "cuda":
+        times = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(iters)]
+    for start, end in pairs:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in pairs) / 1e3
+
+
+def timed_first_call(fn, device):
+    """(result, seconds) of one call including compilation, synchronized."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - start
+
+
+def copy_bandwidth_gbs(device, nbytes=None):
+    """Measured device-to-device copy bandwidth in GB/s: (bytes read + bytes written) / time."""
+    if nbytes is None:
+        nbytes = (1 << 30) if torch.device(device).type == "cuda" else (64 << 20)
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
+    dst = torch.empty_like(src)
+    seconds = median_time_s(lambda: dst.copy_(src), device, warmup_ms=50, rep_ms=300)
+    del src, dst
+    return 2 * nbytes / seconds / 1e9
+
+
+# ----------------------------------------------------------------------------- kernel counts
+
+
+def device_kernel_names(fn, device):
+    """Names of the device activities (kernels, memsets, memcpys) one call of `fn` launches.
+
+    Recorded with torch.profiler, the same way for every back end. None on the CPU, where
+    generated kernels (Triton interpreter) and aten ops are not comparable units.
+    """
+    if torch.device(device).type != "cuda":
+        return None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        synchronize(device)
+    return [event.name for event in prof.events() if event.device_type == DeviceType.CUDA]
+
+
+def count_device_kernels(fn, device):
+    """How many device activities one call of `fn` launches (None on the CPU)."""
+    names = device_kernel_names(fn, device)
+    return None if names is None else len(names)
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+
+def flatten_tensors(value):
+    """The tensors inside nested tuples/lists/dicts, in a stable order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for key in sorted(value) for t in flatten_tensors(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in flatten_tensors(item)]
+    return []
+
+
+def cosine_similarity(actual, expected):
+    """Cosine similarity of two tensors (or nests of tensors) taken as one flat vector each.
+
+    Accumulated tensor by tensor in fp64 on the CPU, so large gradient sets need no big copy.
+    """
+    got, want = flatten_tensors(actual), flatten_tensors(expected)
+    if len(got) != len(want) or any(a.shape != b.shape for a, b in zip(got, want)):
+        return float("nan")
+    dot = norm_a = norm_b = 0.0
+    for a, b in zip(got, want):
+        a, b = a.detach().cpu().double().reshape(-1), b.detach().cpu().double().reshape(-1)
+        dot += float(a @ b)
+        norm_a += float(a @ a)
+        norm_b += float(b @ b)
+    if norm_a == 0 or norm_b == 0:
+        return 1.0 if norm_a == norm_b else 0.0
+    return dot / math.sqrt(norm_a * norm_b)
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def format_cell(value, digits=1):
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_table(headers, rows):
+    """Plain fixed-width text: a header line, a rule, one line per row."""
+    cells = [[format_cell(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def format_markdown(headers, rows):
+    """The same table as GitHub markdown (pipes in cells escaped)."""
+    def cell(value):
+        return format_cell(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def environment_line(device):
+    """One line naming the device and library versions, for the top of a report."""
+    import platform
+
+    parts = [f"torch {torch.__version__}"]
+    try:
+        import triton
+
+        parts.append(f"triton {triton.__version__}")
+    except ImportError:
+        parts.append("triton absent")
+    if torch.device(device).type == "cuda":
+        parts.insert(0, torch.cuda.get_device_name())
+    else:
+        parts.insert(0, f"cpu ({platform.processor() or platform.machine()})")
+    parts.append(f"python {platform.python_version()}")
+    return ", ".join(parts)
+
+
+def parse_list(text, known, what):
+    """Splits 'a,b' into names, checking each against `known`."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
+    return names

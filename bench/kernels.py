@@ -1,0 +1,329 @@
+"""Kernel suite: memory-bound pointwise, reduction and fused-chain cases, eager vs Inductor vs tritonize.
+
+    PYTHONPATH=src python3 bench/kernels.py                       # all cases, all back ends, CUDA
+    PYTHONPATH=src python3 bench/kernels.py --cases softmax,layer_norm --backends eager,tritonize
+    python3 bench/kernels.py --device cpu --small --backends eager  # smoke test, tiny sizes
+
+For every case and back end it reports the median time (warm-up excluded), the bytes a perfect
+implementation must move (each input read once, each output written once), the achieved GB/s and
+its share of the device-to-device copy bandwidth measured in the same run, the device kernels one
+call launches (torch.profiler), and a check against eager. These cases are bandwidth-bound, so
+"% copy" is the figure of merit: 100% means the kernel runs at the speed of a plain copy.
+
+A back end that raises gives a row "fails: <Type>: <message>" instead of stopping the suite.
+"""
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+HEADERS = ["case", "backend", "time us", "GB/s", "% copy", "kernels", "check"]
+
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable
+    make_inputs: Callable  # (device, dtype, small) -> tuple of tensors
+    about: str
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def matrix_shape(small):
+    return (64, 256) if small else (16384, 4096)
+
+
+def randn(shape, device, dtype):
+    return torch.randn(shape, device=device, dtype=dtype)
+
+
+def matrices(count, with_row_vector=False):
+    """Inputs: `count` [M, N] matrices, plus a [N] vector when asked."""
+    def make(device, dtype, small):
+        m, n = matrix_shape(small)
+        tensors = [randn((m, n), device, dtype) for _ in range(count)]
+        if with_row_vector:
+            tensors.insert(1, randn((n,), device, dtype))
+        return tuple(tensors)
+    return make
+
+
+def square_pair(device, dtype, small):
+    n = 64 if small else 4096
+    return randn((n, n), device, dtype), randn((n, n), device, dtype)
+
+
+def norm_inputs(device, dtype, small):
+    m, n = matrix_shape(small)
+    return randn((m, n), device, dtype), randn((n,), device, dtype), randn((n,), device, dtype)
+
+
+def rms_inputs(device, dtype, small):
+    m, n = matrix_shape(small)
+    return randn((m, n), device, dtype), randn((n,), device, dtype)
+
+
+def cross_entropy_inputs(device, dtype, small):
+    rows, classes = (32, 100) if small else (8192, 32000)
+    logits = randn((rows, classes), device, dtype)
+    target = torch.randint(0, classes, (rows,), device=device, dtype=torch.int64)
+    return logits, target
+
+
+def attention_shape(small):
+    # [batch, heads, q, k]: 16*16*512*512 elements, the same bytes as one 16384x4096 matrix.
+    return (2, 2, 16, 16) if small else (16, 16, 512, 512)
+
+
+def attention_additive_inputs(device, dtype, small):
+    b, h, q, k = attention_shape(small)
+    scores = randn((b, h, q, k), device, dtype)
+    causal = torch.ones((q, k), device=device, dtype=torch.bool).tril()
+    mask = torch.zeros((q, k), device=device, dtype=dtype).masked_fill(~causal, float("-inf"))
+    return scores, mask
+
+
+def attention_bool_inputs(device, dtype, small):
+    b, h, q, k = attention_shape(small)
+    scores = randn((b, h, q, k), device, dtype)
+    keep = torch.ones((q, k), device=device, dtype=torch.bool).tril()
+    return scores, keep
+
+
+# ----------------------------------------------------------------------------- case bodies
+
+
+def gelu_bias(x, bias):
+    return F.gelu(x + bias)
+
+
+def relu_fma(a, b, c):
+    return torch.relu(a * b + c)
+
+
+def silu_mul(a, b):
+    return F.silu(a) * b
+
+
+def transpose_add(x, y):
+    return x.t() + y
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def log_softmax(x):
+    return torch.log_softmax(x, dim=-1)
+
+
+def layer_norm(x, weight, bias):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps=1e-5)
+
+
+def rms_norm(x, weight):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+
+def sum_last(x):
+    return x.sum(dim=-1)
+
+
+def sum_first(x):
+    return x.sum(dim=0)
+
+
+def var_mean_last(x):
+    return torch.var_mean(x, dim=-1)
+
+
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def bias_gelu_residual(x, bias, residual):
+    return F.gelu(x + bias) + residual
+
+
+def attn_softmax(scores, mask):
+    return torch.softmax(scores * (scores.shape[-1] ** -0.5) + mask, dim=-1)
+
+
+def attn_softmax_bool(scores, keep):
+    scaled = scores * (scores.shape[-1] ** -0.5)
+    return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+
+
+CASES = [
+    Case("gelu_bias", gelu_bias, matrices(1, with_row_vector=True), "gelu(x + bias[N])"),
+    Case("relu_fma", relu_fma, matrices(3), "relu(a * b + c)"),
+    Case("silu_mul", silu_mul, matrices(2), "silu(a) * b"),
+    Case("transpose_add", transpose_add, square_pair, "x.t() + y, 4096x4096"),
+    Case("softmax", softmax, matrices(1), "softmax over the last dim"),
+    Case("log_softmax", log_softmax, matrices(1), "log_softmax over the last dim"),
+    Case("layer_norm", layer_norm, norm_inputs, "layer_norm with weight and bias"),
+    Case("rms_norm", rms_norm, rms_inputs, "x * rsqrt(mean(x^2) + eps) * w, written out"),
+    Case("sum_last", sum_last, matrices(1), "sum over the last dim"),
+    Case("sum_first", sum_first, matrices(1), "sum over the first dim"),
+    Case("var_mean", var_mean_last, matrices(1), "var_mean over the last dim"),
+    Case("cross_entropy", cross_entropy, cross_entropy_inputs, "8192x32000 logits, int64 targets"),
+    Case("bias_gelu_residual", bias_gelu_residual, matrices(2, with_row_vector=True),
+         "gelu(x + b) + r"),
+    Case("attn_softmax", attn_softmax, attention_additive_inputs,
+         "softmax(s * scale + additive causal mask), [16,16,512,512]"),
+    Case("attn_softmax_bool", attn_softmax_bool, attention_bool_inputs,
+         "softmax(masked_fill(s * scale, ~causal, -inf)), [16,16,512,512]"),
+]
+CASES_BY_NAME = {case.name: case for case in CASES}
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def bytes_moved(inputs, outputs):
+    """Each distinct input read once plus each output written once, in bytes."""
+    seen, total = set(), 0
+    for tensor in list(inputs) + common.flatten_tensors(outputs):
+        key = (tensor.data_ptr(), tensor.numel(), tensor.dtype)
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def tolerances(dtype):
+    """(rtol, atol as a fraction of the largest reference magnitude) for comparing to eager."""
+    if dtype in (torch.bfloat16, torch.float16):
+        return 2e-2, 1e-2
+    return 1e-4, 1e-5
+
+
+def check_against(actual, expected):
+    """'ok' or 'MISMATCH ...': |a - e| <= atol + rtol |e| elementwise, atol scaled to max |e|."""
+    got, want = common.flatten_tensors(actual), common.flatten_tensors(expected)
+    if len(got) != len(want):
+        return f"MISMATCH {len(got)} outputs, expected {len(want)}"
+    for a, e in zip(got, want):
+        if a.shape != e.shape or a.dtype != e.dtype:
+            return f"MISMATCH {a.dtype}{list(a.shape)} vs {e.dtype}{list(e.shape)}"
+        rtol, atol_fraction = tolerances(e.dtype)
+        a64, e64 = a.detach().double(), e.detach().double()
+        if not same_non_finite(a64, e64):
+            return "MISMATCH non-finite values differ"
+        finite = torch.isfinite(e64)
+        if not finite.any():
+            continue
+        error = (a64[finite] - e64[finite]).abs()
+        scale = e64[finite].abs()
+        atol = atol_fraction * float(scale.max())
+        if bool((error > atol + rtol * scale).any()):
+            return f"MISMATCH max_err={float(error.max()):.3g}"
+    return "ok"
+
+
+def same_non_finite(a, e):
+    """NaNs in the same places, infinities in the same places with the same sign."""
+    inf = torch.isinf(e)
+    return (torch.equal(torch.isnan(a), torch.isnan(e)) and torch.equal(torch.isinf(a), inf)
+            and torch.equal(a[inf], e[inf]))
+
+
+def failure_row(case, backend, message):
+    return [case.name, backend, "-", "-", "-", "-", message]
+
+
+def run_backend(case, backend, inputs, expected, nbytes, device, copy_gbs):
+    """One table row: time, bandwidth, kernels and check of `case` under `backend`."""
+    common.reset_compiler_state()
+    try:
+        fn = common.build_backend(backend, case.fn)
+        actual = fn(*inputs)
+        common.synchronize(device)
+        check = check_against(actual, expected)
+        del actual
+        seconds = common.median_time_s(lambda: fn(*inputs), device)
+        kernels = common.count_device_kernels(lambda: fn(*inputs), device)
+    except Exception as exc:  # a back end's failure is a result, not a crash
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
+        return failure_row(case, backend, common.describe_error(exc))
+    gbs = nbytes / seconds / 1e9
+    return [case.name, backend, seconds * 1e6, gbs, 100 * gbs / copy_gbs, kernels, check]
+
+
+def run_case(case, backends, device, dtype, small, copy_gbs):
+    torch.manual_seed(0)
+    try:
+        inputs = case.make_inputs(device, dtype, small)
+        expected = case.fn(*inputs)
+    except Exception as exc:
+        return [failure_row(case, "eager", "inputs/reference " + common.describe_error(exc))]
+    nbytes = bytes_moved(inputs, expected)
+    rows = [run_backend(case, b, inputs, expected, nbytes, device, copy_gbs) for b in backends]
+    del inputs, expected
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default=",".join(CASES_BY_NAME),
+                        help="comma-separated case names (default: all)")
+    parser.add_argument("--backends", default=",".join(common.BACKENDS),
+                        help="comma-separated back ends (default: eager,inductor,tritonize)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--small", action="store_true", help="tiny sizes, for a smoke test")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.list:
+        for case in CASES:
+            print(f"{case.name:20} {case.about}")
+        return 0
+    cases = [CASES_BY_NAME[n] for n in common.parse_list(args.cases, list(CASES_BY_NAME), "cases")]
+    backends = common.parse_list(args.backends, common.BACKENDS, "back ends")
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")
+    dtype = getattr(torch, args.dtype)
+
+    environment = common.environment_line(args.device)
+    copy_gbs = common.copy_bandwidth_gbs(args.device)
+    print(environment)
+    print(f"copy bandwidth: {copy_gbs:.1f} GB/s", flush=True)
+    rows = []
+    for case in cases:
+        case_rows = run_case(case, backends, args.device, dtype, args.small, copy_gbs)
+        for row in case_rows:
+            print("  " + "  ".join(common.format_cell(c) for c in row), flush=True)
+        rows += case_rows
+
+    print()
+    print(common.format_table(HEADERS, rows))
+    print(f"copy bandwidth: {copy_gbs:.1f} GB/s ({environment}, {args.dtype})")
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(f"{environment}, {args.dtype}; copy bandwidth: {copy_gbs:.1f} GB/s\n\n")
+            out.write(common.format_markdown(HEADERS, rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""Model suite: real models, eager vs Inductor vs tritonize, inference (bf16) and training (autocast).
+
+    PYTHONPATH=src python3 bench/models.py                      # 6 models, inference, all back ends
+    PYTHONPATH=src python3 bench/models.py --mode both          # inference and training
+    PYTHONPATH=src python3 bench/models.py --quick              # gpt2 + resnet50, inference
+    python3 bench/models.py --device cpu --small --models mlp   # smoke test, eager only on the CPU
+
+Each (model, mode, back end) runs in its own subprocess under a time limit (--timeout), so a crash,
+a hang or an out-of-memory error costs one row, not the suite. The worker builds the model from
+code with random weights (seed 0), runs eager once as the reference, then the back end:
+
+  step ms      median time of one step after warm-up (inference: forward under no_grad, bf16
+               weights; training: forward under autocast(bf16) with fp32 weights, loss =
+               output.float().mean(), backward; no optimizer step)
+  speedup      eager step time / this step time (same model and mode, separate processes)
+  first call s the first call, compilation included, with cold caches (a fresh cache directory
+               for the whole suite unless --reuse-caches)
+  warm call s  the first call in a second, fresh process after the first one filled the caches
+  peak GiB     torch.cuda.max_memory_allocated over the timed steps (weights included)
+  graphs       FX graphs Dynamo compiled (graph breaks add one)
+  launches     device kernels (and memsets/memcpys) one step launches, from torch.profiler
+  gen kernels  kernels the back end generated: tritonize.explain() for tritonize, distinct
+               triton_* kernel names in the profile for Inductor
+  accuracy     inference: cosine similarity of the output with eager's; training: cosine
+               similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance)
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+import model_zoo  # noqa: E402
+
+RESULT_MARK = "BENCH_RESULT "
+MODES = ("inference", "training")
+QUICK_MODELS = ["gpt2", "resnet50"]
+COSINE_THRESHOLD = 0.99
+HEADERS = ["model", "mode", "backend", "step ms", "speedup", "first call s", "warm call s",
+           "peak GiB", "graphs", "launches", "gen kernels", "accuracy"]
+
+
+# ============================================================================ worker side
+
+
+def main_output(output):
+    """The tensor a model's output stands for: itself, .logits, .last_hidden_state, or the first."""
+    if isinstance(output, torch.Tensor):
+        return output
+    for key in ("logits", "last_hidden_state"):
+        value = getattr(output, key, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    return common.flatten_tensors(output)[0]
+
+
+class Workload:
+    """A model with its example inputs, ready to step in one mode on one device."""
+
+    def __init__(self, spec, mode, small, device):
+        dtype = torch.bfloat16 if mode == "inference" else torch.float32
+        with torch.device(device):
+            model = spec.build(small)
+        self.model = model_zoo.disable_dropout(model).to(device=device, dtype=dtype)
+        self.model.train(mode == "training")
+        batch = 2 if small else spec.batch[mode]
+        self.inputs = spec.make_inputs(batch, small, dtype, device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.mode, self.device = mode, device
+
+    def forward_fn(self):
+        model = self.model
+
+        def forward(*inputs):
+            return main_output(model(*inputs))
+
+        return forward
+
+    def step_fn(self, forward):
+        """One step calling `forward` (eager or compiled); returns what accuracy compares."""
+        inputs, params = self.inputs, self.params
+        if self.mode == "inference":
+            def step():
+                with torch.no_grad():
+                    return forward(*inputs)
+            return step
+        device_type = torch.device(self.device).type
+
+        def step():
+            for p in params:
+                p.grad = None
+            with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+                output = forward(*inputs)
+            loss = output.float().mean()
+            loss.backward()
+            return [loss.detach()] + [p.grad for p in params]
+        return step
+
+
+def to_cpu(value):
+    return [t.detach().cpu() for t in common.flatten_tensors(value)]
+
+
+def accuracy(mode, actual, reference):
+    """'ok cos=...' or 'MISMATCH cos=...' comparing outputs (inference) or gradients (training)."""
+    if mode == "inference":
+        label, cos = "cos", common.cosine_similarity(actual, reference)
+    else:
+        label, cos = "grad_cos", common.cosine_similarity(actual[1:], reference[1:])
+    verdict = "ok" if cos > COSINE_THRESHOLD else "MISMATCH"
+    return f"{verdict} {label}={cos:.4f}"
+
+
+def free_device_memory(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+class ReferenceFailed(Exception):
+    """The eager run that every back end is compared with failed (so the model, not the back end)."""
+
+
+def measure(args, workload, backend):
+    """Everything but generated kernels, as a dict of numbers and strings."""
+    device = args.device
+    if args.first_call_only:
+        step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
+        return {"warm_call_s": common.timed_first_call(step, device)[1]}
+    try:
+        eager_step = workload.step_fn(workload.forward_fn())
+        reference, eager_first = common.timed_first_call(eager_step, device)
+        reference = to_cpu(reference)
+    except Exception as exc:
+        raise ReferenceFailed(common.describe_error(exc).replace("fails: ", "", 1)) from exc
+    common.reset_compiler_state()
+    if backend == "eager":
+        step, first_call, check = eager_step, eager_first, "ref"
+    else:
+        step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
+        actual, first_call = common.timed_first_call(step, device)
+        check = accuracy(workload.mode, to_cpu(actual), reference)
+        del actual
+    del reference
+    free_device_memory(device)
+    seconds = common.time_iterations(step, device, warmup=args.warmup, iters=args.iters)
+    peak = torch.cuda.max_memory_allocated() if torch.device(device).type == "cuda" else None
+    names = common.device_kernel_names(step, device)
+    result = {"step_s": seconds, "first_call_s": first_call, "peak_bytes": peak,
+              "graphs": common.dynamo_graph_count() if backend != "eager" else None,
+              "launches": None if names is None else len(names), "accuracy": check}
+    if backend == "inductor" and names is not None:
+        result["generated"] = len({n for n in names if n.startswith("triton")})
+    return result
+
+
+def tritonize_generated_kernels(workload):
+    """Kernel count from tritonize.explain(), or None if the report does not say."""
+    tritonize = common.import_tritonize()
+    if not hasattr(tritonize, "explain"):
+        return None
+    common.reset_compiler_state()
+    grad = torch.enable_grad() if workload.mode == "training" else torch.no_grad()
+    with grad:
+        report = tritonize.explain(workload.forward_fn(), *workload.inputs)
+    for attr in ("num_kernels", "kernel_count", "n_kernels"):
+        value = getattr(report, attr, None)
+        if isinstance(value, int):
+            return value
+    kernels = getattr(report, "kernels", None)
+    if kernels is None and isinstance(report, dict):
+        kernels = report.get("kernels")
+    return len(kernels) if kernels is not None and hasattr(kernels, "__len__") else None
+
+
+def emit(result):
+    print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+def run_worker(args):
+    """Measures one (model, mode, back end) and prints it as a result line; always exits 0."""
+    backend, spec = args.backends, model_zoo.SPECS_BY_NAME[args.models]
+    torch.manual_seed(0)
+    torch.set_float32_matmul_precision("high")
+    try:
+        workload = Workload(spec, args.mode, args.small, args.device)
+        emit(measure(args, workload, backend))
+    except (model_zoo.MissingPackage, ReferenceFailed) as exc:
+        traceback.print_exc()
+        label = "" if isinstance(exc, model_zoo.MissingPackage) else "eager reference: "
+        emit({"error": f"fails: {label}{exc}"})
+        return 0
+    except Exception as exc:  # a failure is a row in the parent's table
+        traceback.print_exc()
+        emit({"error": common.describe_error(exc)})
+        return 0
+    if backend == "tritonize" and not args.first_call_only:
+        try:
+            emit({"generated": tritonize_generated_kernels(workload)})
+        except Exception:
+            traceback.print_exc()
+    return 0
+
+
+# ============================================================================ parent side
+
+
+def worker_command(args, model, mode, backend, first_call_only):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", "--models", model,
+               "--mode", mode, "--backends", backend, "--device", args.device,
+               "--warmup", str(args.warmup), "--iters", str(args.iters)]
+    if args.small:
+        command.append("--small")
+    if first_call_only:
+        command.append("--first-call-only")
+    return command
+
+
+def parse_results(stdout):
+    result = {}
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            result.update(json.loads(line[len(RESULT_MARK):]))
+    return result
+
+
+def run_in_subprocess(args, env, model, mode, backend, first_call_only=False):
+    """Runs one worker under the time limit; returns its result dict (with "error" on failure)."""
+    command = worker_command(args, model, mode, backend, first_call_only)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=args.timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the worker and any compile workers it started
+        stdout, stderr = process.communicate()
+        timed_out = True
+    if args.log_dir:
+        tag = f"{model}-{mode}-{backend}{'-warm' if first_call_only else ''}"
+        with open(os.path.join(args.log_dir, tag + ".log"), "w") as log:
+            log.write(" ".join(command) + "\n\n" + stdout + "\n" + stderr)
+    result = parse_results(stdout)
+    if timed_out and not result:
+        result["error"] = f"fails: timeout after {args.timeout} s"
+    elif timed_out and "generated" not in result and backend == "tritonize":
+        result["generated"] = "timeout"
+    elif not result:
+        last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        result["error"] = f"fails: worker exit code {process.returncode}: {last[0][:120]}"
+    return result
+
+
+def cache_environment(args):
+    """Environment for the workers: fresh, shared cache directories unless --reuse-caches."""
+    env = dict(os.environ)
+    if args.reuse_caches:
+        return env, None
+    root = tempfile.mkdtemp(prefix="tritonize-bench-cache-")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    env["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
+    env["TRITONIZE_CACHE_DIR"] = os.path.join(root, "tritonize")
+    return env, root
+
+
+def run_one(args, env, model, mode, backend):
+    spec = model_zoo.SPECS_BY_NAME[model]
+    if not model_zoo.package_available(spec.package):
+        return {"error": f"fails: missing package {spec.package}"}
+    start = time.perf_counter()
+    result = run_in_subprocess(args, env, model, mode, backend)
+    if backend != "eager" and "error" not in result and not args.skip_warm:
+        warm = run_in_subprocess(args, env, model, mode, backend, first_call_only=True)
+        result["warm_call_s"] = warm.get("warm_call_s", warm.get("error", "fails"))
+    result["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def fmt(value, digits):
+    """A number with `digits` decimals; anything else (a note, None) as format_cell shows it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.{digits}f}"
+    return common.format_cell(value)
+
+
+def table_row(model, mode, backend, result, eager_result):
+    if "error" in result:
+        return [model, mode, backend] + ["-"] * 8 + [result["error"]]
+    eager = backend == "eager"
+    eager_s = eager_result.get("step_s") if eager_result else None
+    peak = result.get("peak_bytes")
+    return [model, mode, backend, fmt(result["step_s"] * 1e3, 2),
+            fmt(eager_s / result["step_s"], 2) if eager_s else "n/a",
+            fmt(result["first_call_s"], 2), "-" if eager else fmt(result.get("warm_call_s"), 2),
+            None if peak is None else fmt(peak / 2**30, 2),
+            "-" if eager else result.get("graphs"), result.get("launches"),
+            "-" if eager else result.get("generated"), result["accuracy"]]
+
+
+def summary_lines(results, backends, modes):
+    """Geomean speedup vs eager per back end and mode, tritonize vs Inductor, compile, memory."""
+    lines = []
+
+    def is_number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+    def pairs(backend, other, mode_list, key):
+        for (model, mode, b), r in results.items():
+            o = results.get((model, mode, other), {})
+            if b == backend and mode in mode_list and is_number(r.get(key)) \
+                    and is_number(o.get(key)):
+                yield r[key], o[key]
+
+    for backend in [b for b in backends if b != "eager"]:
+        parts = []
+        for label, mode_list in [(m, [m]) for m in modes] + ([("all", modes)] if len(modes) > 1 else []):
+            values = [e / t for t, e in pairs(backend, "eager", mode_list, "step_s")]
+            mean = common.geomean(values)
+            parts.append(f"{label} {mean:.2f}x (n={len(values)})" if mean else f"{label} n/a")
+        lines.append(f"geomean speedup vs eager, {backend}: " + ", ".join(parts))
+    if "inductor" in backends and "tritonize" in backends:
+        values = [i / t for t, i in pairs("tritonize", "inductor", modes, "step_s")]
+        mean = common.geomean(values)
+        lines.append("tritonize vs inductor (inductor time / tritonize time, >1 = tritonize faster): "
+                     + (f"{mean:.2f}x (n={len(values)})" if mean else "n/a"))
+    for backend in backends:
+        first = [r["first_call_s"] for (_, _, b), r in results.items()
+                 if b == backend and isinstance(r.get("first_call_s"), float)]
+        memory = [p / e for p, e in pairs(backend, "eager", modes, "peak_bytes")]
+        text = f"{backend}: geomean first call {common.format_cell(common.geomean(first), 2)} s"
+        if backend != "eager" and memory:
+            text += f", geomean peak memory / eager {common.geomean(memory):.2f}"
+        lines.append(text)
+    return lines
+
+
+def run_suite(args, models, modes, backends):
+    env, cache_root = cache_environment(args)
+    if args.log_dir:
+        os.makedirs(args.log_dir, exist_ok=True)
+    results, rows = {}, []
+    try:
+        for model in models:
+            for mode in modes:
+                for backend in backends:
+                    result = run_one(args, env, model, mode, backend)
+                    results[(model, mode, backend)] = result
+                    row = table_row(model, mode, backend, result,
+                                    results.get((model, mode, "eager")))
+                    rows.append(row)
+                    wall = result.get("wall_s")
+                    print("  " + "  ".join(common.format_cell(c) for c in row)
+                          + (f"   [{wall:.0f} s]" if wall else ""), flush=True)
+    finally:
+        if cache_root:
+            shutil.rmtree(cache_root, ignore_errors=True)
+    return results, rows
+
+
+# ============================================================================ command line
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", help="comma-separated models (default: the 6 real models; "
+                        "with --small all, including mlp and transformer_block)")
+    parser.add_argument("--backends", help="comma-separated back ends "
+                        "(default: eager,inductor,tritonize on CUDA, eager on the CPU)")
+    parser.add_argument("--mode", default="inference", choices=["inference", "training", "both"])
+    parser.add_argument("--quick", action="store_true", help="gpt2 and resnet50, inference only")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--small", action="store_true", help="tiny models, for a smoke test")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per subprocess")
+    parser.add_argument("--warmup", type=int, help="warm-up steps (default 3, small 1)")
+    parser.add_argument("--iters", type=int, help="timed steps (default 10, small 3)")
+    parser.add_argument("--skip-warm", action="store_true",
+                        help="skip the second process that measures warm-cache compile time")
+    parser.add_argument("--reuse-caches", action="store_true",
+                        help="use the usual Inductor/Triton cache dirs instead of fresh ones")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
+    parser.add_argument("--log-dir", help="write each worker's stdout and stderr here")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-call-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 3
+    if args.iters is None:
+        args.iters = 3 if args.small else 10
+    return args
+
+
+def selection(args):
+    """(models, modes, backends) from the options and their defaults."""
+    if args.quick:
+        models, modes = QUICK_MODELS, ["inference"]
+    else:
+        default = [s.name for s in model_zoo.SPECS] if args.small else model_zoo.REAL_MODELS
+        models = default if not args.models else args.models.split(",")
+        modes = list(MODES) if args.mode == "both" else [args.mode]
+    if args.quick and args.models:
+        models = args.models.split(",")
+    models = common.parse_list(",".join(models), list(model_zoo.SPECS_BY_NAME), "models")
+    on_cuda = torch.device(args.device).type == "cuda"
+    default_backends = ",".join(common.BACKENDS) if on_cuda else "eager"
+    backends = common.parse_list(args.backends or default_backends, common.BACKENDS, "back ends")
+    return models, modes, backends
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+    if args.list:
+        for spec in model_zoo.SPECS:
+            print(f"{spec.name:18} {spec.package or 'torch':13} {spec.about}")
+        return 0
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")
+    models, modes, backends = selection(args)
+    environment = common.environment_line(args.device)
+    print(environment, flush=True)
+    results, rows = run_suite(args, models, modes, backends)
+    summary = summary_lines(results, backends, modes)
+    print()
+    print(common.format_table(HEADERS, rows))
+    print("\n".join(summary))
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(f"{environment}; accuracy: cosine similarity vs eager > {COSINE_THRESHOLD}\n\n")
+            out.write(common.format_markdown(HEADERS, rows) + "\n\n")
+            out.write("\n".join(f"- {line}" for line in summary) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Code generation: Triton kernel source and the Python wrapper module."""

@@ -1,0 +1,48 @@
+"""Print sympy index expressions as Triton (Python) source."""
+from __future__ import annotations
+
+import sympy
+
+from ..ir.symbols import FloorDiv, ModularIndexing
+
+
+def print_index(expr: sympy.Expr) -> str:
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if isinstance(expr, FloorDiv):
+        return f"({print_index(expr.args[0])} // {int(expr.args[1])})"
+    if isinstance(expr, ModularIndexing):
+        x, d, n = expr.args
+        inner = print_index(x) if d == 1 else f"({print_index(x)} // {int(d)})"
+        return f"({inner} % {int(n)})"
+    if expr.is_Add:
+        return _print_add(expr)
+    if expr.is_Mul:
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff == -1:
+            return f"(-{print_index(rest)})"
+        if coeff != 1:
+            return f"{int(coeff)} * {print_index(rest)}" if rest.is_Symbol else f"{int(coeff)} * ({print_index(rest)})"
+        factors = [print_index(f) for f in expr.args]
+        return " * ".join(factors)
+    raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def _print_add(expr: sympy.Expr) -> str:
+    constant, terms = expr.as_coeff_Add()
+    parts = []
+    for term in sympy.Add.make_args(terms):
+        coeff, rest = term.as_coeff_Mul()
+        if coeff < 0:
+            parts.append(("-", print_index(-term)))
+        else:
+            parts.append(("+", print_index(term)))
+    if constant != 0:
+        parts.append(("-" if constant < 0 else "+", str(abs(int(constant)))))
+    text = parts[0][1] if parts[0][0] == "+" else f"-{parts[0][1]}"
+    for sign, part in parts[1:]:
+        text += f" {sign} {part}"
+    return f"({text})" if len(parts) > 1 else text

@@ -1,0 +1,206 @@
+"""render_kernel: one KernelGroup -> the source of one @triton.jit pointwise kernel.
+
+The kernel computes every buffer of the group at each element of the shared iteration space,
+stores the ones that are not internal, and reuses values in registers where a later buffer reads
+an earlier one (same element, by the scheduler's fusion rule). Sub-expressions are computed once
+(CSE). Masks appear only where a size is not a multiple of the largest block the heuristics may
+pick; int64 index arithmetic only where an index can pass 2^31 - 1.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+
+from ..ir import expr as ex
+from ..ir.nodes import ComputedBuffer
+from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, upper_bound
+from ..runtime.heuristics import MAX_BLOCK_1D, MAX_BLOCK_2D
+from ..schedule.fusion import KernelGroup
+from .index_printer import print_index
+from .iteration import IterationSpace, plan_iteration
+from .ops_table import render_cast, render_constant, render_op
+
+KERNEL_HEADER = """import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+from tritonize.runtime import triton_helpers as helpers
+"""
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclasses.dataclass
+class RenderedKernel:
+    name: str
+    source: str
+    kind: str
+    arg_names: list[str]
+    xnumel: int
+    ynumel: int
+    origins: list[str]
+
+
+def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKernel:
+    dims = dim_vars(len(group.size))
+    stores = [(b, b.layout.index(dims)) for b in group.stored]
+    first = (group.stored or group.buffers)[0]
+    expressions = _index_expressions(group, stores)
+    space = plan_iteration(group.size, dims, first.layout.stride, expressions)
+    writer = _BodyWriter(space, buffers, _needs_int64(space, buffers, group))
+    for buffer in group.buffers:
+        value = writer.render(buffer.body, writer.base_mask)
+        writer.stored_values[(buffer.name, space.rewrite[buffer.layout.index(dims)])] = value
+        if buffer.name not in group.internal:
+            writer.store(buffer, space.rewrite[buffer.layout.index(dims)], value)
+    params = writer.loaded + [b.name for b, _ in stores if b.name not in writer.loaded]
+    source = _assemble(name, params, space, writer, group)
+    return RenderedKernel(name, source, "pointwise", params, space.xnumel, space.ynumel, group.origins())
+
+
+def _index_expressions(group: KernelGroup, stores) -> list:
+    found = [index for _, index in stores]
+    dims = dim_vars(len(group.size))
+    for buffer in group.buffers:
+        found.append(buffer.layout.index(dims))
+        for e in ex.walk(buffer.body):
+            if e.op in ("load", "index_expr"):
+                found.append(e.args[1] if e.op == "load" else e.args[0])
+    return list(dict.fromkeys(sympy.sympify(f) for f in found))
+
+
+def _needs_int64(space: IterationSpace, buffers: dict, group: KernelGroup) -> bool:
+    if space.xnumel * space.ynumel > INT32_LIMIT:
+        return True
+    ranges = dict(space.x_dims + space.y_dims)
+    for expr in space.rewrite.values():
+        bound = upper_bound(expr, ranges)
+        if bound is None or bound > INT32_LIMIT:
+            return True
+    return False
+
+
+class _BodyWriter:
+    def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool):
+        self.space = space
+        self.buffers = buffers
+        self.use_int64 = use_int64
+        self.lines: list[str] = []
+        self.cache: dict = {}
+        self.loaded: list[str] = []
+        self.stored_values: dict = {}
+        self.counter = 0
+        self.base_mask = self._base_mask()
+
+    def _base_mask(self):
+        masks = []
+        if self.space.xnumel % (MAX_BLOCK_2D if self.space.is_2d else MAX_BLOCK_1D):
+            masks.append("xmask")
+        if self.space.is_2d and self.space.ynumel % MAX_BLOCK_2D:
+            masks.append("ymask")
+        return " & ".join(masks) if masks else None
+
+    def new_var(self, text: str) -> str:
+        name = f"tmp{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def index_text(self, index) -> str:
+        return print_index(self.space.rewrite.get(index, index))
+
+    def render(self, e: ex.Expr, mask) -> str:
+        key = (e, mask)
+        if key in self.cache:
+            return self.cache[key]
+        result = self._render(e, mask)
+        self.cache[key] = result
+        return result
+
+    def _render(self, e: ex.Expr, mask) -> str:
+        if e.op == "constant":
+            return render_constant(e.args[0], e.dtype)
+        if e.op == "load":
+            return self._load(e, mask)
+        if e.op == "index_expr":
+            return self.new_var(f"({self.index_text(e.args[0])}).to({_index_dtype(e.dtype)})")
+        if e.op == "to_dtype":
+            inner = e.args[0]
+            return self.new_var(render_cast(self.render(inner, mask), inner.dtype, e.dtype))
+        if e.op == "masked":
+            condition = self.render(e.args[0], mask)
+            inner_mask = condition if mask is None else f"{mask} & {condition}"
+            body = self.render(e.args[1], inner_mask)
+            other = render_constant(e.args[2], e.dtype)
+            return self.new_var(f"tl.where({condition}, {body}, {other})")
+        args = [self.render(a, mask) for a in e.args]
+        return self.new_var(render_op(e.op, args, [a.dtype for a in e.args], e.dtype))
+
+    def _load(self, e: ex.Expr, mask) -> str:
+        name, index = e.args
+        rewritten = self.space.rewrite.get(index, index)
+        if (name, rewritten) in self.stored_values:
+            return self.stored_values[(name, rewritten)]
+        if name not in self.loaded:
+            self.loaded.append(name)
+        if not rewritten.free_symbols:
+            return self.new_var(f"tl.load({name} + {print_index(rewritten)})")
+        mask_text = f", {mask}, other=0" if mask else ""
+        return self.new_var(f"tl.load({name} + {_parenthesize(print_index(rewritten))}{mask_text})")
+
+    def store(self, buffer: ComputedBuffer, index, value: str) -> None:
+        index_text = print_index(index)
+        if not index.free_symbols:
+            index_text += " + 0 * xindex" if not self.space.is_2d else " + 0 * (xindex + yindex)"
+        mask_text = f", {self.base_mask}" if self.base_mask else ""
+        self.lines.append(f"tl.store({buffer.name} + {_parenthesize(index_text)}, {value}{mask_text})")
+
+
+def _parenthesize(text: str) -> str:
+    simple = text.isidentifier() or text.isdigit()
+    return text if simple or (text.startswith("(") and text.endswith(")") and text.count("(") == 1) else f"({text})"
+
+
+def _index_dtype(dtype) -> str:
+    from .ops_table import triton_dtype
+
+    return triton_dtype(dtype)
+
+
+def _dim_lines(dims, flat: str) -> list[str]:
+    lines, stride = [], 1
+    for k, (symbol, extent) in enumerate(dims):
+        if len(dims) == 1:
+            expr = sympy.Symbol(flat)
+        elif k == len(dims) - 1:
+            expr = FloorDiv(sympy.Symbol(flat, integer=True, nonnegative=True), stride)
+        else:
+            expr = ModularIndexing(sympy.Symbol(flat, integer=True, nonnegative=True), stride, extent)
+        lines.append(f"{symbol.name} = {print_index(expr)}")
+        stride *= extent
+    return lines
+
+
+def _assemble(name: str, params: list[str], space: IterationSpace, writer: _BodyWriter,
+              group: KernelGroup) -> str:
+    offset_type = ".to(tl.int64)" if writer.use_int64 else ""
+    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {space.xnumel}"]
+    if space.is_2d:
+        lines += [
+            f"ynumel = {space.ynumel}",
+            "pid = tl.program_id(0)",
+            "x_tiles = (xnumel + XBLOCK - 1) // XBLOCK",
+            f"yindex = ((pid // x_tiles){offset_type} * YBLOCK + tl.arange(0, YBLOCK))[:, None]",
+            f"xindex = ((pid % x_tiles){offset_type} * XBLOCK + tl.arange(0, XBLOCK))[None, :]",
+        ]
+    else:
+        lines += [f"xindex = tl.program_id(0){offset_type} * XBLOCK + tl.arange(0, XBLOCK)"]
+    if writer.base_mask and "xmask" in writer.base_mask:
+        lines.append("xmask = xindex < xnumel")
+    if writer.base_mask and "ymask" in writer.base_mask:
+        lines.append("ymask = yindex < ynumel")
+    lines += _dim_lines(space.x_dims, "xindex") + _dim_lines(space.y_dims, "yindex")
+    lines += writer.lines
+    blocks = "YBLOCK: tl.constexpr, XBLOCK: tl.constexpr" if space.is_2d else "XBLOCK: tl.constexpr"
+    signature = ", ".join(params + [blocks])
+    body = "\n".join("    " + line for line in lines)
+    return f"{KERNEL_HEADER}\n\n@triton.jit\ndef {name}({signature}):\n{body}\n"

@@ -1,0 +1,62 @@
+"""Every option of tritonize in one typed place.
+
+Options reach the compiler explicitly (`Options` is passed down the pipeline); the environment
+only supplies defaults. `patch()` overrides defaults inside a `with` block, for tests.
+
+| option      | values                    | default                | meaning                                   |
+|-------------|---------------------------|------------------------|-------------------------------------------|
+| mode        | "default", "max-autotune" | "default"              | how hard to search launch configs         |
+| fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
+| debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
+| cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+
+MODES = ("default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")
+FALLBACKS = ("error", "eager")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    mode: str = "default"
+    fallback: str = "error"
+    debug_dir: str | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"tritonize: unknown mode {self.mode!r}; expected one of {MODES}")
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"tritonize: unknown fallback {self.fallback!r}; expected one of {FALLBACKS}")
+
+
+_OVERRIDES: contextvars.ContextVar[dict] = contextvars.ContextVar("tritonize_option_overrides", default={})
+
+
+def make_options(options: dict | Options | None = None, **kwargs) -> Options:
+    """Options from (in increasing priority) the environment, patch(), `options`, kwargs."""
+    if isinstance(options, Options):
+        return dataclasses.replace(options, **kwargs)
+    values = {"debug_dir": os.environ.get("TRITONIZE_DEBUG_DIR") or None,
+              "cache_dir": os.environ.get("TRITONIZE_CACHE_DIR") or None}
+    values.update(_OVERRIDES.get())
+    unknown = set(options or {}) - {f.name for f in dataclasses.fields(Options)}
+    if unknown:
+        raise ValueError(f"tritonize: unknown option(s) {sorted(unknown)}")
+    values.update(options or {})
+    values.update(kwargs)
+    return Options(**values)
+
+
+@contextlib.contextmanager
+def patch(**overrides):
+    token = _OVERRIDES.set({**_OVERRIDES.get(), **overrides})
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)

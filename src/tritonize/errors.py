@@ -1,0 +1,40 @@
+"""Errors raised by the compiler, with the context a user needs to find the cause."""
+from __future__ import annotations
+
+
+class CompileError(RuntimeError):
+    """A failure inside tritonize: names the stage, the FX node, its aten op and the user's source line."""
+
+    def __init__(self, stage: str, message: str, node=None, kernel: str | None = None):
+        self.stage = stage
+        self.node_name = getattr(node, "name", None)
+        self.target = str(getattr(node, "target", "")) if node is not None else None
+        self.source_line = _user_source_line(node)
+        self.kernel = kernel
+        parts = [f"tritonize {stage} failed: {message}"]
+        if node is not None:
+            parts.append(f"  FX node: {self.node_name} = {self.target}")
+        if kernel:
+            parts.append(f"  kernel: {kernel}")
+        if self.source_line:
+            parts.append(f"  user code: {self.source_line}")
+        super().__init__("\n".join(parts))
+
+
+class Unsupported(Exception):
+    """A lowering declines these particular arguments: the op runs through aten instead."""
+
+
+def _user_source_line(node) -> str | None:
+    if node is None:
+        return None
+    trace = node.meta.get("stack_trace") if hasattr(node, "meta") else None
+    if not trace:
+        return None
+    lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()]
+    # The last 'File ...' line and the code line after it are the user's own frame.
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("File "):
+            code = lines[i + 1] if i + 1 < len(lines) else ""
+            return f"{lines[i]}: {code}"
+    return lines[-1]

@@ -1,0 +1,142 @@
+"""Value expressions: what one element of a tensor is, as hashable data.
+
+An `Expr` is an op name, its arguments and its result dtype. Leaves are `load` (a buffer read at
+a sympy index), `constant` and `index_expr` (an integer computed from the index). Everything else
+is an elementwise op whose arguments are Exprs. Lazy tensors in the IR are an Expr over the
+dimension variables d0..dN (see ir/symbols.py); a view substitutes those variables.
+
+Exprs are frozen dataclasses, so they print, compare and hash; the hash of a kernel's exprs is part
+of its identity. They carry no Triton text: codegen/ops_table.py maps op names to Triton.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import sympy
+import torch
+
+LOW_PRECISION_FLOATS = (torch.float16, torch.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expr:
+    op: str
+    args: tuple
+    dtype: torch.dtype
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(a) for a in self.args)
+        return f"{self.op}[{str(self.dtype).replace('torch.', '')}]({inner})"
+
+    def children(self) -> list["Expr"]:
+        return [a for a in self.args if isinstance(a, Expr)]
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.op, self.args, self.dtype))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def load(buffer_name: str, index: sympy.Expr, dtype: torch.dtype) -> Expr:
+    return Expr("load", (buffer_name, sympy.sympify(index)), dtype)
+
+
+def constant(value: Any, dtype: torch.dtype) -> Expr:
+    if dtype == torch.bool:
+        value = bool(value)
+    elif dtype.is_floating_point:
+        value = float(value)
+    else:
+        value = int(value)
+    return Expr("constant", (value,), dtype)
+
+
+def index_expr(index: sympy.Expr, dtype: torch.dtype) -> Expr:
+    return Expr("index_expr", (sympy.sympify(index),), dtype)
+
+
+def to_dtype(x: Expr, dtype: torch.dtype) -> Expr:
+    if x.dtype == dtype:
+        return x
+    if x.op == "constant":
+        return constant(x.args[0], dtype)
+    # fp32 -> fp16/bf16 -> fp32 keeps the fp32 value: low-precision intermediates are not rounded.
+    if x.op == "to_dtype" and x.dtype in LOW_PRECISION_FLOATS and dtype == torch.float32:
+        inner = x.args[0]
+        if inner.dtype == torch.float32:
+            return inner
+    return Expr("to_dtype", (x,), dtype)
+
+
+def op(name: str, *args, dtype: torch.dtype) -> Expr:
+    return Expr(name, tuple(args), dtype)
+
+
+def masked(mask: Expr, body: Expr, other: Any) -> Expr:
+    """body where mask holds, `other` elsewhere; loads inside body are masked too."""
+    return Expr("masked", (mask, body, other), body.dtype)
+
+
+def substitute(expr: Expr, mapping: dict) -> Expr:
+    """Replace index variables in every load/index_expr of expr (simultaneously)."""
+    cache: dict = {}
+
+    def visit(e: Expr) -> Expr:
+        if e in cache:
+            return cache[e]
+        if e.op in ("load", "index_expr"):
+            new_args = tuple(a.xreplace(mapping) if isinstance(a, sympy.Basic) else a for a in e.args)
+        else:
+            new_args = tuple(visit(a) if isinstance(a, Expr) else a for a in e.args)
+        result = e if new_args == e.args else Expr(e.op, new_args, e.dtype)
+        cache[e] = result
+        return result
+
+    return visit(expr)
+
+
+def map_indices(expr: Expr, fn) -> Expr:
+    """Apply fn to every sympy index in expr's loads and index_exprs."""
+    cache: dict = {}
+
+    def visit(e: Expr) -> Expr:
+        if e in cache:
+            return cache[e]
+        if e.op in ("load", "index_expr"):
+            new_args = tuple(fn(a) if isinstance(a, sympy.Basic) else a for a in e.args)
+        else:
+            new_args = tuple(visit(a) if isinstance(a, Expr) else a for a in e.args)
+        result = e if new_args == e.args else Expr(e.op, new_args, e.dtype)
+        cache[e] = result
+        return result
+
+    return visit(expr)
+
+
+def walk(expr: Expr):
+    """Every distinct sub-expression once, children before parents."""
+    seen: set = set()
+    order: list = []
+
+    def visit(e: Expr):
+        if e in seen:
+            return
+        seen.add(e)
+        for c in e.children():
+            visit(c)
+        order.append(e)
+
+    visit(expr)
+    return order
+
+
+def loads(expr: Expr) -> list[Expr]:
+    return [e for e in walk(expr) if e.op == "load"]
+
+
+def count_ops(expr: Expr) -> int:
+    return sum(1 for e in walk(expr) if e.op not in ("load", "constant", "index_expr"))

@@ -1,0 +1,188 @@
+"""IR nodes: buffers, lazy tensor values, and the operations that produce buffers.
+
+* `Layout`: size, stride, storage offset, dtype and device of a real tensor.
+* `TensorValue`: a lazy tensor, `body` is an Expr over d0..d{rank-1} (see ir/expr.py). Lowering
+  passes these between FX nodes; views make new TensorValues, never copies.
+* Buffer producers, in the order the wrapper runs them (`GraphIR.operations`):
+  `ComputedBuffer` (a TensorValue materialized by a generated kernel), `ExternCall` (an aten call
+  made from the wrapper: library kernels on purpose, or fallbacks for ops we cannot lower).
+* `GraphIR`: inputs, operations, outputs; what lowering hands to the scheduler.
+
+Not responsible for: deciding what to fuse (schedule/) or how to print it (codegen/).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sympy
+import torch
+
+from . import expr as ex
+from .symbols import dim_vars
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.size:
+            n *= s
+        return n
+
+    def storage_span(self) -> int:
+        """Elements of storage this layout can touch, counted from storage start."""
+        if self.numel == 0:
+            return self.offset
+        return self.offset + sum((s - 1) * st for s, st in zip(self.size, self.stride)) + 1
+
+    def index(self, dims) -> sympy.Expr:
+        return self.offset + sum((st * d for st, d in zip(self.stride, dims)), sympy.Integer(0))
+
+
+def contiguous_strides(size) -> tuple[int, ...]:
+    strides, running = [], 1
+    for s in reversed(size):
+        strides.append(running)
+        running *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorValue:
+    """A lazy tensor: element at index (d0..dN) is `body`."""
+
+    size: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    body: ex.Expr
+    origins: tuple[str, ...] = ()  # aten FX nodes whose computation body holds
+
+    @property
+    def rank(self) -> int:
+        return len(self.size)
+
+    def at(self, index) -> ex.Expr:
+        """The element at `index` (sympy expressions), as an Expr."""
+        mapping = dict(zip(dim_vars(self.rank), index))
+        return ex.substitute(self.body, mapping)
+
+
+def buffer_value(name: str, layout: Layout) -> TensorValue:
+    body = ex.load(name, layout.index(dim_vars(len(layout.size))), layout.dtype)
+    return TensorValue(layout.size, layout.dtype, layout.device, body)
+
+
+def strided_view_of(value: TensorValue):
+    """(buffer name, size, stride, offset) if value reads one buffer at an affine index, else None."""
+    from .symbols import affine_coefficients
+
+    body = value.body
+    if body.op != "load" or body.dtype != value.dtype:
+        return None
+    dims = dim_vars(value.rank)
+    coeffs = affine_coefficients(body.args[1], dims)
+    if coeffs is None or any(c < 0 for c in coeffs.values()):
+        return None
+    stride = tuple(coeffs.get(d, 0) for d in dims)
+    return body.args[0], value.size, stride, coeffs.get(1, 0)
+
+
+@dataclasses.dataclass
+class Buffer:
+    name: str
+    layout: Layout
+
+
+@dataclasses.dataclass
+class InputBuffer(Buffer):
+    position: int
+
+
+@dataclasses.dataclass
+class ComputedBuffer(Buffer):
+    """A buffer filled by a generated kernel: element at index d is `body` (over dims of size)."""
+
+    body: ex.Expr
+    origins: list[str]  # names of the aten FX nodes whose computation this buffer holds
+
+
+@dataclasses.dataclass
+class ExternOutput:
+    """One tensor result of an ExternCall: `path` indexes into the call's (nested) result."""
+
+    buffer: Buffer
+    path: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class ExternCall:
+    """An aten op called from the wrapper. kind: 'extern' (on purpose) or 'fallback'."""
+
+    name: str
+    target: Any  # an OpOverload
+    args: tuple  # nested; Buffer references appear as TensorArg
+    kwargs: dict
+    outputs: list[ExternOutput]
+    kind: str
+    origin: str
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument of an extern call: a strided view of a buffer."""
+
+    buffer_name: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    is_plain: bool  # True when the view is the whole buffer as laid out
+
+
+@dataclasses.dataclass
+class GraphOutput:
+    """What the graph returns at one position: a buffer view, or a plain Python value."""
+
+    view: TensorArg | None
+    value: Any = None
+
+
+@dataclasses.dataclass
+class GraphIR:
+    inputs: list[InputBuffer]
+    operations: list  # ComputedBuffer | ExternCall, in a valid execution order
+    outputs: list[GraphOutput]
+    constants: dict[str, torch.Tensor]
+    buffers: dict[str, Buffer]
+
+    def producer_of(self) -> dict[str, Any]:
+        table = {}
+        for op in self.operations:
+            if isinstance(op, ComputedBuffer):
+                table[op.name] = op
+            else:
+                for out in op.outputs:
+                    table[out.buffer.name] = op
+        return table
+
+    def render(self) -> str:
+        lines = [f"inputs: {', '.join(f'{b.name}{list(b.layout.size)}' for b in self.inputs)}"]
+        for op in self.operations:
+            if isinstance(op, ComputedBuffer):
+                lines.append(f"{op.name} = compute size={list(op.layout.size)} "
+                             f"stride={list(op.layout.stride)} {op.layout.dtype}  # {', '.join(op.origins)}")
+                lines.append(f"    {op.body!r}")
+            else:
+                outs = ", ".join(o.buffer.name for o in op.outputs)
+                lines.append(f"{outs} = {op.kind} {op.target}  # {op.origin}")
+        lines.append("outputs: " + ", ".join(
+            (o.view.buffer_name if o.view else repr(o.value)) for o in self.outputs))
+        return "\n".join(lines)

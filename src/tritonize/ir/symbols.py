@@ -1,0 +1,198 @@
+"""Index arithmetic: the integer functions that view index maps need, and their simplification.
+
+Index expressions are sympy expressions over non-negative integer symbols (one per iteration dim).
+Views produce `FloorDiv` and `ModularIndexing` terms; this module keeps them small:
+
+* rules that hold for every integer argument live in the functions' `eval` (sympy applies them
+  whenever an expression is built or substituted);
+* rules that need the ranges of the variables (`x < n`) live in `simplify_with_ranges`, called
+  when a kernel's iteration space is known;
+* `combine_digits` folds `d*FloorDiv(x, d) + ModularIndexing(x, 1, d)` back into `x`, which is what
+  a reshape followed by its inverse leaves behind.
+
+Not responsible for: choosing iteration orders (codegen) or printing (codegen/index_printer).
+"""
+from __future__ import annotations
+
+import functools
+
+import sympy
+
+
+def index_symbol(prefix: str, k: int) -> sympy.Symbol:
+    return sympy.Symbol(f"{prefix}{k}", integer=True, nonnegative=True)
+
+
+@functools.lru_cache(None)
+def dim_var(k: int) -> sympy.Symbol:
+    """The canonical variable of dimension k of a value's index space."""
+    return index_symbol("d", k)
+
+
+def dim_vars(rank: int) -> list[sympy.Symbol]:
+    return [dim_var(k) for k in range(rank)]
+
+
+def _split_divisible(expr: sympy.Expr, divisor: int):
+    """Split an Add into (terms whose integer coefficient is a multiple of divisor, the rest)."""
+    multiple, rest = [], []
+    for term in sympy.Add.make_args(expr):
+        coeff, _ = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % divisor == 0:
+            multiple.append(term)
+        else:
+            rest.append(term)
+    return sympy.Add(*multiple), sympy.Add(*rest)
+
+
+class FloorDiv(sympy.Function):
+    """floor(x / d) for integer x >= 0 and positive integer d."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, x, d):
+        if d == 1:
+            return x
+        if x == 0:
+            return sympy.Integer(0)
+        if x.is_Integer and d.is_Integer:
+            return sympy.Integer(int(x) // int(d))
+        if not d.is_Integer:
+            return None
+        if isinstance(x, FloorDiv):
+            return FloorDiv(x.args[0], x.args[1] * d)
+        multiple, rest = _split_divisible(x, int(d))
+        if multiple != 0:
+            return sympy.expand(multiple / d) + FloorDiv(rest, d)
+        return None
+
+
+class ModularIndexing(sympy.Function):
+    """(x // d) % n: digit range [d, d*n) of x, for integer x >= 0."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, x, d, n):
+        if n == 1 or x == 0:
+            return sympy.Integer(0)
+        if x.is_Integer and d.is_Integer and n.is_Integer:
+            return sympy.Integer((int(x) // int(d)) % int(n))
+        if not (d.is_Integer and n.is_Integer):
+            return None
+        if isinstance(x, FloorDiv):
+            return ModularIndexing(x.args[0], x.args[1] * d, n)
+        multiple, rest = _split_divisible(x, int(d) * int(n))
+        if multiple != 0:
+            return ModularIndexing(rest, d, n)
+        return None
+
+
+def upper_bound(expr: sympy.Expr, ranges: dict) -> int | None:
+    """Largest value expr can take when each symbol s lies in [0, ranges[s]); None if unknown."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return ranges[expr] - 1 if expr in ranges else None
+    if isinstance(expr, FloorDiv):
+        hi = upper_bound(expr.args[0], ranges)
+        return None if hi is None else hi // int(expr.args[1])
+    if isinstance(expr, ModularIndexing):
+        hi = upper_bound(expr.args[0], ranges)
+        n = int(expr.args[2])
+        return n - 1 if hi is None else min(n - 1, hi // int(expr.args[1]))
+    if expr.is_Add:
+        parts = [upper_bound(a, ranges) for a in expr.args]
+        return None if None in parts else sum(parts)
+    if expr.is_Mul:
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff.is_Integer and coeff >= 0:
+            hi = upper_bound(rest, ranges)
+            return None if hi is None else int(coeff) * hi
+    return None
+
+
+def simplify_with_ranges(expr: sympy.Expr, ranges: dict) -> sympy.Expr:
+    """Drop FloorDiv/ModularIndexing that the variables' ranges make trivial, then combine digits."""
+
+    def visit(e):
+        if not e.args:
+            return e
+        e = e.func(*[visit(a) for a in e.args])
+        if isinstance(e, FloorDiv):
+            hi = upper_bound(e.args[0], ranges)
+            if hi is not None and hi < int(e.args[1]):
+                return sympy.Integer(0)
+        if isinstance(e, ModularIndexing):
+            x, d, n = e.args
+            hi = upper_bound(x, ranges)
+            if hi is not None and hi < int(d) * int(n):
+                return FloorDiv(x, d)
+        return e
+
+    previous = None
+    while previous != expr:
+        previous = expr
+        expr = combine_digits(visit(expr))
+    return expr
+
+
+def _as_digit(term):
+    """term == coeff * digits(x, d, n) with n None for 'all higher digits'; else None."""
+    coeff, rest = term.as_coeff_Mul()
+    if isinstance(rest, ModularIndexing):
+        return coeff, rest.args[0], int(rest.args[1]), int(rest.args[2])
+    if isinstance(rest, FloorDiv):
+        return coeff, rest.args[0], int(rest.args[1]), None
+    return None
+
+
+def combine_digits(expr: sympy.Expr) -> sympy.Expr:
+    """Merge adjacent digit ranges of one x: c*d*MI(x,d,n) + c*d*n*MI(x,d*n,m) -> c*d*MI(x,d,n*m)."""
+    if not expr.is_Add:
+        return expr
+    terms = list(expr.args)
+    changed = True
+    while changed:
+        changed = False
+        for i, a in enumerate(terms):
+            da = _as_digit(a)
+            if da is None or da[3] is None:
+                continue
+            for j, b in enumerate(terms):
+                db = _as_digit(b)
+                if i == j or db is None or db[1] != da[1]:
+                    continue
+                ca, x, d, n = da
+                cb, _, d2, m = db
+                if d2 != d * n or ca * n != cb:
+                    continue
+                merged = FloorDiv(x, d) if m is None else ModularIndexing(x, d, n * m)
+                terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [ca * merged]
+                changed = True
+                break
+            if changed:
+                break
+    return sympy.Add(*terms)
+
+
+def count_divmod(expr: sympy.Expr) -> int:
+    return sum(1 for e in sympy.preorder_traversal(expr) if isinstance(e, (FloorDiv, ModularIndexing)))
+
+
+def affine_coefficients(expr: sympy.Expr, symbols) -> dict | None:
+    """{symbol: integer coefficient, 1: constant} if expr is affine in symbols, else None."""
+    expr = sympy.expand(expr)
+    coeffs = {}
+    for term in sympy.Add.make_args(expr):
+        coeff, rest = term.as_coeff_Mul()
+        if rest == 1:
+            coeffs[1] = coeffs.get(1, 0) + int(coeff)
+        elif rest in symbols and coeff.is_Integer:
+            coeffs[rest] = coeffs.get(rest, 0) + int(coeff)
+        else:
+            return None
+    return coeffs

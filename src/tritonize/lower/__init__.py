@@ -1,0 +1,1 @@
+"""Lowering: aten FX graph -> GraphIR (see graph.lower_graph)."""

@@ -1,0 +1,131 @@
+"""LoweringContext: the state of lowering one graph, passed explicitly to every lowering.
+
+It owns the buffers and the ordered list of operations, and it decides when a lazy value becomes
+a real buffer (`realize`). Nothing here is global: one context per graph.
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from ..ir import expr as ex
+from ..ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternCall,
+    ExternOutput,
+    Layout,
+    TensorArg,
+    TensorValue,
+    buffer_value,
+    contiguous_strides,
+    strided_view_of,
+)
+
+# A lazy value read by several consumers is stored once when recomputing it would read more.
+MAX_INLINE_LOADS_FOR_SHARED = 2
+MAX_INLINE_OPS_FOR_SHARED = 16
+MAX_INLINE_OPS = 200
+
+
+class LoweringContext:
+    def __init__(self, options):
+        self.options = options
+        self.buffers: dict[str, Buffer] = {}
+        self.operations: list = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.storage_offsets: dict[str, int] = {}
+        self.current_node = None
+        self._counter = itertools.count()
+
+    # --- naming -----------------------------------------------------------------------------
+    def new_name(self, prefix: str = "buf") -> str:
+        return f"{prefix}{next(self._counter)}"
+
+    def storage_offset_of(self, name: str) -> int:
+        return self.storage_offsets.get(name, 0)
+
+    def origin(self) -> str:
+        return self.current_node.name if self.current_node is not None else "?"
+
+    # --- materialization ----------------------------------------------------------------------
+    def compute_buffer(self, value: TensorValue, stride=None) -> Buffer:
+        """Materialize value into a new buffer written by a generated kernel."""
+        if any(s == 0 for s in value.size):
+            return self._empty_buffer(value)
+        stride = tuple(stride) if stride is not None else contiguous_strides(value.size)
+        layout = Layout(tuple(value.size), stride, 0, value.dtype, value.device)
+        origins = list(dict.fromkeys(value.origins + (self.origin(),)))
+        buffer = ComputedBuffer(self.new_name(), layout, value.body, origins)
+        self.buffers[buffer.name] = buffer
+        self.operations.append(buffer)
+        return buffer
+
+    def _empty_buffer(self, value: TensorValue) -> Buffer:
+        """Tensors with no elements need no kernel: the wrapper allocates them directly."""
+        layout = Layout(tuple(value.size), contiguous_strides(value.size), 0, value.dtype, value.device)
+        buffer = Buffer(self.new_name(), layout)
+        self.add_buffer(buffer)
+        kwargs = {"dtype": value.dtype, "device": value.device}
+        args = (list(layout.size), list(layout.stride))
+        call = ExternCall(self.new_name("extern"), torch.ops.aten.empty_strided.default, args, kwargs,
+                          [ExternOutput(buffer, ())], "alloc", self.origin())
+        self.operations.append(call)
+        return buffer
+
+    def realize(self, value: TensorValue, stride=None) -> TensorArg:
+        """A real tensor holding value: a view of an existing buffer when possible, else a new one."""
+        view = strided_view_of(value)
+        if view is not None and (stride is None or tuple(stride) == view[2]):
+            name, size, vstride, offset = view
+            return self._tensor_arg(name, size, vstride, offset)
+        buffer = self.compute_buffer(value, stride)
+        return self._tensor_arg(buffer.name, buffer.layout.size, buffer.layout.stride, 0)
+
+    def realize_value(self, value: TensorValue) -> TensorValue:
+        """Like realize, but hands back a TensorValue that loads from the buffer."""
+        if strided_view_of(value) is not None:
+            return value
+        buffer = self.compute_buffer(value)
+        return buffer_value(buffer.name, buffer.layout)
+
+    def maybe_realize_shared(self, value: TensorValue, num_users: int) -> TensorValue:
+        """Store a value once if inlining it into every consumer would cost more memory traffic."""
+        if strided_view_of(value) is not None or any(s == 0 for s in value.size):
+            return value
+        n_ops = ex.count_ops(value.body)
+        if n_ops > MAX_INLINE_OPS:
+            return self.realize_value(value)
+        if num_users > 1:
+            n_loads = len({(e.args[0], e.args[1]) for e in ex.loads(value.body)})
+            if n_loads > MAX_INLINE_LOADS_FOR_SHARED or n_ops > MAX_INLINE_OPS_FOR_SHARED:
+                return self.realize_value(value)
+        return value
+
+    def _tensor_arg(self, name, size, stride, offset) -> TensorArg:
+        layout = self.buffers[name].layout
+        plain = (tuple(size) == layout.size and tuple(stride) == layout.stride and offset == layout.offset)
+        return TensorArg(name, tuple(size), tuple(stride), offset, plain)
+
+    # --- extern calls -------------------------------------------------------------------------
+    def add_buffer(self, buffer: Buffer) -> None:
+        self.buffers[buffer.name] = buffer
+
+    def extern_call(self, target, args, kwargs, result_meta, kind: str, reason: str = ""):
+        """Call `target` through aten from the wrapper; returns TensorValues shaped like result_meta."""
+        call = ExternCall(self.new_name("extern"), target, args, kwargs, [], kind, self.origin(), reason)
+        result = self._extern_results(call, result_meta, ())
+        self.operations.append(call)
+        return result
+
+    def _extern_results(self, call: ExternCall, meta, path):
+        if isinstance(meta, torch.Tensor):
+            layout = Layout(tuple(meta.shape), tuple(meta.stride()), 0, meta.dtype, meta.device)
+            buffer = Buffer(self.new_name(), layout)
+            self.add_buffer(buffer)
+            call.outputs.append(ExternOutput(buffer, path))
+            return buffer_value(buffer.name, layout)
+        if isinstance(meta, (tuple, list)):
+            return tuple(self._extern_results(call, m, path + (i,)) for i, m in enumerate(meta))
+        return meta

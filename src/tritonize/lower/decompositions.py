@@ -1,0 +1,36 @@
+"""Our decomposition table: torch._decomp's core set, minus the ops we lower (or call) ourselves.
+
+AOTAutograd applies it while tracing, so composite ops (silu, hardswish, addcmul, softplus...)
+arrive as the primitive elementwise ops our lowerings fuse.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+# Ops we lower directly (one expression is better than the decomposition's several).
+KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros, aten.ones,
+        aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros, aten.new_ones,
+        aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
+        aten.squeeze, aten.detach, aten.clip]
+
+EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, aten.logit,
+         aten.lerp, aten.addcmul, aten.addcdiv, aten.log_sigmoid_forward, aten.logaddexp,
+         aten.logaddexp2, aten.xlogy, aten.sgn, aten.nan_to_num, aten.deg2rad, aten.rad2deg,
+         aten.threshold, aten.hardshrink, aten.softshrink, aten.celu, aten.selu, aten.relu6,
+         aten.heaviside, aten.sinc, aten.square, aten.masked_fill, aten.where, aten.expand_copy,
+         aten.rsub, aten.special_xlog1py, aten.special_entr, aten.isposinf, aten.isneginf]
+
+
+@functools.lru_cache(None)
+def decomposition_table() -> dict:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(EXTRA))
+    for packet in KEEP:
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
+    return table

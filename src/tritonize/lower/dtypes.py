@@ -1,0 +1,50 @@
+"""Dtype rules for lowering: which dtype an op computes in, and reading FX node metadata."""
+from __future__ import annotations
+
+import torch
+
+from ..errors import Unsupported
+
+
+def upcast(dtype: torch.dtype) -> torch.dtype:
+    """fp16/bf16 compute in fp32; bool arithmetic computes in int32 (True + True is True)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return dtype
+
+
+def arithmetic_dtype(dtype: torch.dtype) -> torch.dtype:
+    if dtype == torch.bool:
+        return torch.int32
+    return upcast(dtype)
+
+
+def meta_value(node):
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    if val is None:
+        raise Unsupported(f"no shape metadata for {node}")
+    return val
+
+
+def static_size(shape) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError as err:  # symbolic sizes
+        raise Unsupported("dynamic shapes are not lowered yet") from err
+
+
+def result_type_of(args) -> torch.dtype:
+    """torch's type promotion over the tensor/scalar arguments of an FX node."""
+    operands = []
+    for a in args:
+        if hasattr(a, "meta"):
+            operands.append(a.meta["val"])
+        elif isinstance(a, (bool, int, float)):
+            operands.append(a)
+    if len(operands) == 1:
+        x = operands[0]
+        return x.dtype if isinstance(x, torch.Tensor) else torch.tensor(x).dtype
+    result = torch.result_type(operands[0], operands[1])
+    for extra in operands[2:]:
+        result = torch.promote_types(result, torch.result_type(extra, extra))
+    return result

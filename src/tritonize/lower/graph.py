@@ -1,0 +1,174 @@
+"""lower_graph: aten FX graph -> GraphIR. The only place that walks torch.fx graphs.
+
+Each call_function node goes to its lowering (lower/registry.py); ops with no lowering, or whose
+lowering declines the arguments, run through aten (lower/fallback.py). Graph outputs are realized
+with the strides eager gives them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import torch
+import torch.fx
+
+from ..errors import CompileError, Unsupported
+from ..ir.nodes import (
+    GraphIR,
+    GraphOutput,
+    InputBuffer,
+    Layout,
+    TensorValue,
+    buffer_value,
+    contiguous_strides,
+    strided_view_of,
+)
+from . import creation, pointwise, views  # noqa: F401  (registers lowerings)
+from .context import LoweringContext
+from .fallback import call_through_aten, is_extern
+from .registry import find_lowering
+
+aten = torch.ops.aten
+VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.transpose, aten.t,
+            aten.expand, aten.squeeze, aten.unsqueeze, aten.slice, aten.select, aten.narrow,
+            aten.alias, aten.as_strided, aten.diagonal, aten.detach}
+
+
+def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
+    ctx = LoweringContext(options)
+    env: dict = {}
+    inputs: list[InputBuffer] = []
+    outputs: list[GraphOutput] = []
+    for node in gm.graph.nodes:
+        ctx.current_node = node
+        if node.op == "placeholder":
+            env[node] = _lower_input(ctx, node, example_inputs[len(inputs)], len(inputs), inputs)
+        elif node.op == "get_attr":
+            env[node] = _lower_constant(ctx, node, _fetch_attr(gm, node.target))
+        elif node.op == "call_function":
+            env[node] = _lower_call(ctx, node, env)
+        elif node.op == "output":
+            outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
+    return GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers)
+
+
+def _lower_input(ctx, node, example, position, inputs):
+    if not isinstance(example, torch.Tensor):
+        raise Unsupported(f"graph input {node.name} is a {type(example).__name__}, not a tensor")
+    size = tuple(int(s) for s in example.shape)
+    layout = Layout(size, tuple(int(s) for s in example.stride()), 0, example.dtype, example.device)
+    buffer = InputBuffer(node.name, layout, position)
+    ctx.add_buffer(buffer)
+    ctx.storage_offsets[buffer.name] = int(example.storage_offset())
+    inputs.append(buffer)
+    return buffer_value(buffer.name, layout)
+
+
+def _fetch_attr(gm, target: str):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _lower_constant(ctx, node, tensor):
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
+    name = f"const_{node.name}"
+    layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0, tensor.dtype, tensor.device)
+    ctx.constants[name] = tensor
+    ctx.add_buffer(InputBuffer(name, layout, -1))
+    ctx.storage_offsets[name] = int(tensor.storage_offset())
+    return buffer_value(name, layout)
+
+
+def _lower_call(ctx, node, env):
+    if node.target is operator.getitem:
+        container, index = node.args
+        return env[container][index]
+    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+    lowering = None if is_extern(node.target) else find_lowering(node.target)
+    reason = "no lowering" if lowering is None and not is_extern(node.target) else ""
+    if lowering is not None:
+        try:
+            value = lowering(ctx, node, *args, **kwargs)
+        except Unsupported as err:
+            reason = str(err)
+        except Exception as err:
+            raise CompileError("lowering", f"{type(err).__name__}: {err}", node) from err
+        else:
+            if isinstance(value, TensorValue):
+                value = dataclasses.replace(value, origins=_origins(args, node))
+                return ctx.maybe_realize_shared(value, len(node.users))
+            return value
+    try:
+        return call_through_aten(ctx, node, args, kwargs, reason)
+    except Unsupported:
+        raise
+    except Exception as err:
+        raise CompileError("lowering", f"{type(err).__name__}: {err}", node) from err
+
+
+def _origins(args, node) -> tuple[str, ...]:
+    found: list[str] = []
+
+    def visit(v):
+        if isinstance(v, TensorValue):
+            found.extend(v.origins)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+
+    visit(args)
+    return tuple(dict.fromkeys(found + [node.name]))
+
+
+def _flatten_outputs(value):
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _aliases_input(node) -> bool:
+    """True when eager's output is a view of a graph input (so ours may be one too)."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if getattr(node.target, "overloadpacket", None) not in VIEW_OPS:
+            return False
+        node = node.args[0]
+    return isinstance(node, torch.fx.Node) and node.op in ("placeholder", "get_attr")
+
+
+def dense_strides(meta: torch.Tensor):
+    """meta's strides if they describe a dense, non-overlapping layout; else contiguous strides."""
+    size, stride = tuple(meta.shape), tuple(meta.stride())
+    order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: stride[k])
+    expected = 1
+    for k in order:
+        if stride[k] != expected:
+            return contiguous_strides(size)
+        expected *= size[k]
+    return stride
+
+
+def _lower_output(ctx, node, env) -> GraphOutput:
+    if not isinstance(node, torch.fx.Node):
+        return GraphOutput(None, node)
+    ctx.current_node = node
+    value = env[node]
+    if not isinstance(value, TensorValue):
+        return GraphOutput(None, value)
+    meta = node.meta.get("val")
+    stride = dense_strides(meta) if isinstance(meta, torch.Tensor) else contiguous_strides(value.size)
+    view = strided_view_of(value)
+    if view is not None:
+        from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
+        same_strides = _same_strides(value.size, view[2], tuple(meta.stride()) if meta is not None else stride)
+        if same_strides and (not from_input or _aliases_input(node)):
+            return GraphOutput(ctx.realize(value))
+    buffer = ctx.compute_buffer(value, stride)
+    return GraphOutput(ctx.realize(buffer_value(buffer.name, buffer.layout)))
+
+
+def _same_strides(size, a, b) -> bool:
+    return all(x == y or s <= 1 for s, x, y in zip(size, a, b))

@@ -1,0 +1,334 @@
+"""Lowerings of elementwise aten ops: each becomes an Expr over the output's index.
+
+Inputs broadcast by index (a size-1 dim reads index 0), scalars become constants, and every op
+computes in its compute dtype (fp16/bf16 in fp32) before casting to the dtype eager gives (taken
+from the FX node's metadata, so type promotion is torch's own).
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from ..errors import Unsupported
+from ..ir import expr as ex
+from ..ir.nodes import TensorValue
+from ..ir.symbols import dim_vars
+from .dtypes import arithmetic_dtype, meta_value, result_type_of, static_size, upcast
+from .registry import lowering
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def broadcast_index(value: TensorValue, out_size) -> list:
+    dims = dim_vars(len(out_size))
+    lead = len(out_size) - value.rank
+    return [sympy.Integer(0) if s == 1 else dims[lead + k] for k, s in enumerate(value.size)]
+
+
+def operand(arg, out_size, dtype: torch.dtype) -> ex.Expr:
+    if isinstance(arg, TensorValue):
+        return ex.to_dtype(arg.at(broadcast_index(arg, out_size)), dtype)
+    if isinstance(arg, (bool, int, float)):
+        return ex.constant(arg, dtype)
+    raise Unsupported(f"operand of type {type(arg).__name__}")
+
+
+def output_of(node):
+    val = meta_value(node)
+    return static_size(val.shape), val.dtype, val.device
+
+
+def pointwise(node, args, build, compute_dtype=None) -> TensorValue:
+    """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype."""
+    size, out_dtype, device = output_of(node)
+    compute_dtype = compute_dtype or arithmetic_dtype(out_dtype)
+    operands = [operand(a, size, compute_dtype) for a in args]
+    body = ex.to_dtype(build(*operands), out_dtype)
+    return TensorValue(size, out_dtype, device, body)
+
+
+def _op(name):
+    return lambda *xs: ex.op(name, *xs, dtype=xs[0].dtype)
+
+
+# --- unary ---------------------------------------------------------------------------------
+
+FLOAT_UNARY = {
+    aten.exp: "exp", aten.exp2: "exp2", aten.expm1: "expm1", aten.log: "log", aten.log2: "log2",
+    aten.log10: "log10", aten.log1p: "log1p", aten.sqrt: "sqrt", aten.rsqrt: "rsqrt",
+    aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.asin: "asin", aten.acos: "acos",
+    aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh", aten.tanh: "tanh", aten.asinh: "asinh",
+    aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
+    aten.erfinv: "erfinv", aten.sigmoid: "sigmoid", aten.lgamma: "lgamma",
+    aten.reciprocal: "reciprocal", aten.i0: "i0",
+}
+
+SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",
+                    aten.relu: "relu"}
+
+ROUNDING_UNARY = {aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.frac: "frac"}
+
+for _target, _name in FLOAT_UNARY.items():
+    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(node, [x], _op(_n)))
+for _target, _name in SAME_DTYPE_UNARY.items():
+    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(node, [x], _op(_n)))
+
+
+def _rounding(name):
+    def lower(ctx, node, x):
+        if not x.dtype.is_floating_point:
+            return x if name != "frac" else pointwise(node, [x], lambda a: ex.constant(0, a.dtype))
+        return pointwise(node, [x], _op(name))
+    return lower
+
+
+for _target, _name in ROUNDING_UNARY.items():
+    lowering(_target)(_rounding(_name))
+
+
+@lowering(aten.round.default, aten.round.decimals)
+def lower_round(ctx, node, x, decimals=0):
+    if not x.dtype.is_floating_point:
+        return x
+
+    def build(a):
+        if decimals == 0:
+            return ex.op("round", a, dtype=a.dtype)
+        scale = ex.constant(10.0 ** abs(decimals), a.dtype)
+        if decimals > 0:
+            return ex.op("truediv", ex.op("round", ex.op("mul", a, scale, dtype=a.dtype), dtype=a.dtype),
+                         scale, dtype=a.dtype)
+        return ex.op("mul", ex.op("round", ex.op("truediv", a, scale, dtype=a.dtype), dtype=a.dtype),
+                     scale, dtype=a.dtype)
+
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.positive, aten.alias, aten.lift_fresh_copy, aten.detach, aten.clone)
+def lower_identity(ctx, node, x, *args, **kwargs):
+    return x
+
+
+def _predicate(name):
+    return lambda ctx, node, x: pointwise(node, [x], lambda a: ex.op(name, a, dtype=torch.bool),
+                                          compute_dtype=upcast(x.dtype))
+
+
+for _target, _name in {aten.isnan: "isnan", aten.isinf: "isinf", aten.isfinite: "isfinite",
+                       aten.signbit: "signbit"}.items():
+    lowering(_target)(_predicate(_name))
+
+
+@lowering(aten.logical_not)
+def lower_logical_not(ctx, node, x):
+    return pointwise(node, [x], lambda a: ex.op("logical_not", a, dtype=torch.bool), torch.bool)
+
+
+@lowering(aten.bitwise_not)
+def lower_bitwise_not(ctx, node, x):
+    name = "logical_not" if x.dtype == torch.bool else "bitwise_not"
+    return pointwise(node, [x], _op(name), x.dtype)
+
+
+# --- binary --------------------------------------------------------------------------------
+
+ARITHMETIC_BINARY = {
+    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.fmax: "fmax",
+    aten.fmin: "fmin", aten.atan2: "atan2", aten.hypot: "hypot", aten.copysign: "copysign",
+    aten.nextafter: "nextafter", aten.fmod: "fmod",
+}
+BITWISE_BINARY = {
+    aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor",
+    aten.__and__: "bitwise_and", aten.__or__: "bitwise_or", aten.__xor__: "bitwise_xor",
+    aten.bitwise_left_shift: "lshift", aten.__lshift__: "lshift",
+    aten.bitwise_right_shift: "rshift", aten.__rshift__: "rshift",
+}
+COMPARISONS = {aten.eq: "eq", aten.ne: "ne", aten.lt: "lt", aten.le: "le", aten.gt: "gt", aten.ge: "ge"}
+LOGICAL_BINARY = {aten.logical_and: "logical_and", aten.logical_or: "logical_or",
+                  aten.logical_xor: "logical_xor"}
+
+for _target, _name in ARITHMETIC_BINARY.items():
+    lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(node, [a, b], _op(_n)))
+
+
+def _bitwise(name):
+    def lower(ctx, node, a, b):
+        out_dtype = output_of(node)[1]
+        if out_dtype.is_floating_point:
+            raise Unsupported("bitwise op on floats")
+        return pointwise(node, [a, b], _op(name), out_dtype)
+    return lower
+
+
+for _target, _name in BITWISE_BINARY.items():
+    lowering(_target)(_bitwise(_name))
+
+
+def _comparison(name):
+    def lower(ctx, node, a, b):
+        compute = upcast(result_type_of(node.args[:2]))
+        return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), compute)
+    return lower
+
+
+for _target, _name in COMPARISONS.items():
+    lowering(_target)(_comparison(_name))
+for _target, _name in LOGICAL_BINARY.items():
+    lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(
+        node, [a, b], lambda x, y: ex.op(_n, x, y, dtype=torch.bool), torch.bool))
+
+
+def _scaled(other, alpha, dtype):
+    if alpha == 1:
+        return other
+    return ex.op("mul", other, ex.constant(alpha, dtype), dtype=dtype)
+
+
+@lowering(aten.add)
+def lower_add(ctx, node, a, b, alpha=1):
+    return pointwise(node, [a, b], lambda x, y: ex.op("add", x, _scaled(y, alpha, x.dtype), dtype=x.dtype))
+
+
+@lowering(aten.sub)
+def lower_sub(ctx, node, a, b, alpha=1):
+    return pointwise(node, [a, b], lambda x, y: ex.op("sub", x, _scaled(y, alpha, x.dtype), dtype=x.dtype))
+
+
+@lowering(aten.rsub)
+def lower_rsub(ctx, node, a, b, alpha=1):
+    return pointwise(node, [a, b], lambda x, y: ex.op("sub", y, _scaled(x, alpha, x.dtype), dtype=x.dtype))
+
+
+def _division(rounding_mode):
+    def build(x, y):
+        if rounding_mode is None:
+            return ex.op("truediv", x, y, dtype=x.dtype)
+        if rounding_mode == "trunc":
+            if x.dtype.is_floating_point:
+                return ex.op("trunc", ex.op("truediv", x, y, dtype=x.dtype), dtype=x.dtype)
+            return ex.op("truncdiv", x, y, dtype=x.dtype)
+        return ex.op("floordiv", x, y, dtype=x.dtype)
+    return build
+
+
+@lowering(aten.div, aten.true_divide)
+def lower_div(ctx, node, a, b, rounding_mode=None):
+    return pointwise(node, [a, b], _division(rounding_mode))
+
+
+@lowering(aten.floor_divide)
+def lower_floor_divide(ctx, node, a, b):
+    return pointwise(node, [a, b], _division("floor"))
+
+
+@lowering(aten.remainder)
+def lower_remainder(ctx, node, a, b):
+    return pointwise(node, [a, b], _op("remainder"))
+
+
+def _integer_power(x: ex.Expr, n: int) -> ex.Expr:
+    result = ex.constant(1, x.dtype)
+    base = x
+    while n:
+        if n & 1:
+            result = base if result.op == "constant" else ex.op("mul", result, base, dtype=x.dtype)
+        n >>= 1
+        if n:
+            base = ex.op("mul", base, base, dtype=x.dtype)
+    return result
+
+
+@lowering(aten.pow)
+def lower_pow(ctx, node, a, b):
+    out_dtype = output_of(node)[1]
+    if isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer() and 0 <= b <= 16:
+        return pointwise(node, [a], lambda x: _integer_power(x, int(b)))
+    if not out_dtype.is_floating_point:
+        raise Unsupported("integer pow with a tensor or negative exponent")
+    if isinstance(b, float) and b == 0.5:
+        return pointwise(node, [a], _op("sqrt"))
+    return pointwise(node, [a, b], _op("pow"))
+
+
+@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def lower_where(ctx, node, cond, a, b):
+    out_dtype = output_of(node)[1]
+    size = output_of(node)[0]
+    c = operand(cond, size, torch.bool)
+    return pointwise(node, [a, b], lambda x, y: ex.op("where", c, x, y, dtype=x.dtype), out_dtype)
+
+
+def _clamp_expr(x, lo, hi):
+    if lo is not None:
+        x = ex.op("maximum", x, lo, dtype=x.dtype)
+    if hi is not None:
+        x = ex.op("minimum", x, hi, dtype=x.dtype)
+    return x
+
+
+@lowering(aten.clamp, aten.clip)
+def lower_clamp(ctx, node, x, min=None, max=None):
+    args = [x] + [v for v in (min, max) if v is not None]
+
+    def build(value, *bounds):
+        it = iter(bounds)
+        lo = next(it) if min is not None else None
+        hi = next(it) if max is not None else None
+        return _clamp_expr(value, lo, hi)
+
+    return pointwise(node, args, build)
+
+
+@lowering(aten.clamp_min)
+def lower_clamp_min(ctx, node, x, lo):
+    return pointwise(node, [x, lo], lambda v, b: _clamp_expr(v, b, None))
+
+
+@lowering(aten.clamp_max)
+def lower_clamp_max(ctx, node, x, hi):
+    return pointwise(node, [x, hi], lambda v, b: _clamp_expr(v, None, b))
+
+
+@lowering(aten.hardtanh)
+def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
+    return pointwise(node, [x, min_val, max_val], _clamp_expr)
+
+
+@lowering(aten.gelu)
+def lower_gelu(ctx, node, x, approximate="none"):
+    def build(v):
+        f = v.dtype
+        half = ex.op("mul", v, ex.constant(0.5, f), dtype=f)
+        if approximate == "tanh":
+            cube = ex.op("mul", ex.op("mul", v, v, dtype=f), v, dtype=f)
+            inner = ex.op("add", v, ex.op("mul", cube, ex.constant(0.044715, f), dtype=f), dtype=f)
+            scaled = ex.op("mul", inner, ex.constant(math.sqrt(2 / math.pi), f), dtype=f)
+            core = ex.op("tanh", scaled, dtype=f)
+        else:
+            core = ex.op("erf", ex.op("mul", v, ex.constant(math.sqrt(0.5), f), dtype=f), dtype=f)
+        return ex.op("mul", half, ex.op("add", core, ex.constant(1.0, f), dtype=f), dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.leaky_relu)
+def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
+    def build(v):
+        zero = ex.constant(0, v.dtype)
+        scaled = ex.op("mul", v, ex.constant(negative_slope, v.dtype), dtype=v.dtype)
+        return ex.op("where", ex.op("gt", v, zero, dtype=torch.bool), v, scaled, dtype=v.dtype)
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.elu)
+def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    def build(v):
+        f = v.dtype
+        positive = ex.op("mul", v, ex.constant(scale, f), dtype=f)
+        em1 = ex.op("expm1", ex.op("mul", v, ex.constant(input_scale, f), dtype=f), dtype=f)
+        negative = ex.op("mul", em1, ex.constant(alpha * scale, f), dtype=f)
+        return ex.op("where", ex.op("gt", v, ex.constant(0, f), dtype=torch.bool), positive, negative, dtype=f)
+    return pointwise(node, [x], build)

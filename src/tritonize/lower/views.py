@@ -1,0 +1,243 @@
+"""Lowerings of views and data movement as index maps: no copies.
+
+Each view builds the index of its input from the index of its output (`x.at(index)`): permute
+reorders the variables, expand pins broadcast dims to 0, slice scales and shifts, reshape splits
+and merges dims with FloorDiv/ModularIndexing. cat, constant_pad_nd and flip are index maps too,
+with masks where an output element has no input element.
+"""
+from __future__ import annotations
+
+import sys
+
+import sympy
+import torch
+
+from ..errors import Unsupported
+from ..ir import expr as ex
+from ..ir.nodes import TensorValue, buffer_value, strided_view_of
+from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars
+from .pointwise import output_of
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def view_of(node, x: TensorValue, index) -> TensorValue:
+    size, dtype, device = output_of(node)
+    return TensorValue(size, x.dtype, device, x.at(index))
+
+
+def _normalize_dim(dim: int, rank: int) -> int:
+    return dim + rank if dim < 0 else dim
+
+
+@lowering(aten.permute)
+def lower_permute(ctx, node, x, dims):
+    out = dim_vars(x.rank)
+    index = [None] * x.rank
+    for position, source in enumerate(dims):
+        index[_normalize_dim(source, x.rank)] = out[position]
+    return view_of(node, x, index)
+
+
+@lowering(aten.transpose.int)
+def lower_transpose(ctx, node, x, dim0, dim1):
+    order = list(range(x.rank))
+    a, b = _normalize_dim(dim0, x.rank), _normalize_dim(dim1, x.rank)
+    order[a], order[b] = order[b], order[a]
+    return lower_permute(ctx, node, x, order)
+
+
+@lowering(aten.t.default)
+def lower_t(ctx, node, x):
+    return lower_permute(ctx, node, x, list(reversed(range(x.rank))))
+
+
+@lowering(aten.expand.default)
+def lower_expand(ctx, node, x, size, implicit=False):
+    out_size = output_of(node)[0]
+    out = dim_vars(len(out_size))
+    lead = len(out_size) - x.rank
+    index = [sympy.Integer(0) if s == 1 else out[lead + k] for k, s in enumerate(x.size)]
+    return view_of(node, x, index)
+
+
+@lowering(aten.unsqueeze.default)
+def lower_unsqueeze(ctx, node, x, dim):
+    out = dim_vars(x.rank + 1)
+    dim = _normalize_dim(dim, x.rank + 1)
+    return view_of(node, x, out[:dim] + out[dim + 1:])
+
+
+@lowering(aten.squeeze)
+def lower_squeeze(ctx, node, x, dims=None):
+    if dims is None:
+        dims = range(x.rank)
+    elif isinstance(dims, int):
+        dims = [dims]
+    removed = {_normalize_dim(d, x.rank) for d in dims if x.size[_normalize_dim(d, x.rank)] == 1}
+    out = iter(dim_vars(x.rank - len(removed)))
+    index = [sympy.Integer(0) if k in removed else next(out) for k in range(x.rank)]
+    return view_of(node, x, index)
+
+
+@lowering(aten.slice.Tensor)
+def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
+    dim = _normalize_dim(dim, x.rank)
+    length = x.size[dim]
+    start = 0 if start is None else start
+    start = max(0, min(length, start + length if start < 0 else start))
+    out = dim_vars(x.rank)
+    index = list(out)
+    index[dim] = start + step * out[dim]
+    return view_of(node, x, index)
+
+
+@lowering(aten.select.int)
+def lower_select(ctx, node, x, dim, position):
+    dim = _normalize_dim(dim, x.rank)
+    position = position + x.size[dim] if position < 0 else position
+    out = dim_vars(x.rank - 1)
+    return view_of(node, x, out[:dim] + [sympy.Integer(position)] + out[dim:])
+
+
+@lowering(aten.narrow.default)
+def lower_narrow(ctx, node, x, dim, start, length):
+    return lower_slice(ctx, node, x, dim, start, start + length if start >= 0 else start + x.size[dim] + length)
+
+
+@lowering(aten.diagonal.default)
+def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
+    d1, d2 = _normalize_dim(dim1, x.rank), _normalize_dim(dim2, x.rank)
+    out = dim_vars(x.rank - 1)
+    rest = iter(out[:-1])
+    diag = out[-1]
+    index = []
+    for k in range(x.rank):
+        if k == d1:
+            index.append(diag + max(-offset, 0))
+        elif k == d2:
+            index.append(diag + max(offset, 0))
+        else:
+            index.append(next(rest))
+    return view_of(node, x, index)
+
+
+def reshape_index(old_size, new_size) -> list:
+    """Index into old_size given the index (d0..) of a reshape to new_size."""
+    new_dims = dim_vars(len(new_size))
+    old_nontrivial = [k for k, s in enumerate(old_size) if s != 1]
+    new_nontrivial = [k for k, s in enumerate(new_size) if s != 1]
+    index = [sympy.Integer(0)] * len(old_size)
+    i = j = 0
+    while i < len(old_nontrivial) or j < len(new_nontrivial):
+        old_group, new_group = [old_nontrivial[i]], [new_nontrivial[j]]
+        i, j = i + 1, j + 1
+        old_prod, new_prod = old_size[old_group[0]], new_size[new_group[0]]
+        while old_prod != new_prod:
+            if old_prod < new_prod:
+                old_group.append(old_nontrivial[i]); old_prod *= old_size[old_nontrivial[i]]; i += 1
+            else:
+                new_group.append(new_nontrivial[j]); new_prod *= new_size[new_nontrivial[j]]; j += 1
+        flat, stride = sympy.Integer(0), 1
+        for k in reversed(new_group):
+            flat += stride * new_dims[k]
+            stride *= new_size[k]
+        stride = 1
+        for k in reversed(old_group):
+            index[k] = ModularIndexing(flat, stride, old_size[k]) if k != old_group[0] else FloorDiv(flat, stride)
+            stride *= old_size[k]
+    return index
+
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view.dtype)
+def lower_view(ctx, node, x, shape):
+    if isinstance(shape, torch.dtype):
+        if shape != x.dtype:
+            raise Unsupported("view as another dtype")
+        return x
+    size = output_of(node)[0]
+    if 0 in size or 0 in x.size:
+        return view_of(node, x, [sympy.Integer(0)] * x.rank) if x.rank else x
+    return view_of(node, x, reshape_index(x.size, size))
+
+
+@lowering(aten.as_strided.default)
+def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
+    view = strided_view_of(x)
+    if view is None:
+        x = ctx.realize_value(x)
+        view = strided_view_of(x)
+    name = view[0]
+    layout = ctx.buffers[name].layout
+    base_offset = ctx.storage_offset_of(name)
+    offset = (storage_offset - base_offset) if storage_offset is not None else view[3]
+    out = dim_vars(len(size))
+    index = offset + sum((st * d for st, d in zip(stride, out)), sympy.Integer(0))
+    out_size, _, device = output_of(node)
+    return TensorValue(out_size, x.dtype, device, ex.load(name, index, layout.dtype))
+
+
+@lowering(aten.flip.default)
+def lower_flip(ctx, node, x, dims):
+    flipped = {_normalize_dim(d, x.rank) for d in dims}
+    out = dim_vars(x.rank)
+    index = [x.size[k] - 1 - out[k] if k in flipped else out[k] for k in range(x.rank)]
+    return view_of(node, x, index)
+
+
+def _in_range(index, low: int, high: int, size: int):
+    """Bool Expr: low <= index < high, with the checks the ranges make trivial left out."""
+    value = ex.index_expr(index, torch.int64)
+    checks = []
+    if low > 0:
+        checks.append(ex.op("ge", value, ex.constant(low, torch.int64), dtype=torch.bool))
+    if high < size:
+        checks.append(ex.op("lt", value, ex.constant(high, torch.int64), dtype=torch.bool))
+    mask = None
+    for check in checks:
+        mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
+    return mask
+
+
+@lowering(aten.cat.default)
+def lower_cat(ctx, node, tensors, dim=0):
+    size, dtype, device = output_of(node)
+    dim = _normalize_dim(dim, len(size))
+    parts = [t for t in tensors if not (t.rank == 1 and t.size[0] == 0 and len(size) != 1)]
+    parts = [t for t in parts if t.size[dim] != 0]
+    if not parts:
+        return TensorValue(size, dtype, device, ex.constant(0, dtype))
+    out = dim_vars(len(size))
+    pieces, offset = [], 0
+    for t in parts:
+        index = list(out)
+        index[dim] = out[dim] - offset
+        pieces.append((offset, offset + t.size[dim], ex.to_dtype(t.at(index), dtype)))
+        offset += t.size[dim]
+    body = None
+    for low, high, value in reversed(pieces):
+        mask = _in_range(out[dim], low, high, size[dim])
+        guarded = value if mask is None else ex.masked(mask, value, 0)
+        body = guarded if body is None else ex.op("where", mask, guarded, body, dtype=dtype)
+    return TensorValue(size, dtype, device, body)
+
+
+@lowering(aten.constant_pad_nd.default)
+def lower_constant_pad_nd(ctx, node, x, pad, value=0):
+    size, dtype, device = output_of(node)
+    out = dim_vars(len(size))
+    index = list(out)
+    mask = None
+    for pair in range(len(pad) // 2):
+        k = len(size) - 1 - pair
+        before = pad[2 * pair]
+        index[k] = out[k] - before
+        check = _in_range(out[k], max(before, 0), before + x.size[k], size[k])
+        if check is not None:
+            mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
+    inner = ex.to_dtype(x.at(index), dtype)
+    if mask is None:
+        return TensorValue(size, dtype, device, inner)
+    body = ex.op("where", mask, ex.masked(mask, inner, 0), ex.constant(value, dtype), dtype=dtype)
+    return TensorValue(size, dtype, device, body)

@@ -1,0 +1,123 @@
+"""compile_graph: the whole compiler, stage by stage. Read this first.
+
+    aten FX graph
+      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls
+      -> schedule          (schedule/)  ordered kernel groups and extern calls, fused
+      -> render_kernel     (codegen/)   one @triton.jit kernel per group
+      -> render_wrapper    (codegen/)   the Python module that allocates, launches, frees
+      -> load_source_module (runtime/)  import it; kernels compile (GPU) or interpret (CPU)
+
+Each stage's output is written to the debug directory when one is set. A graph we cannot compile
+as a whole (dynamic shapes, non-tensor inputs, mixed devices) runs through aten and is reported.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+
+import torch
+
+from .codegen.kernel import render_kernel
+from .codegen.wrapper import render_wrapper
+from .debug import DebugDump
+from .errors import CompileError, Unsupported
+from .ir.nodes import ExternCall
+from .lower.graph import lower_graph
+from .report import GraphArtifacts, KernelInfo
+from .runtime.loader import load_source_module
+from .schedule.fusion import KernelGroup, schedule
+
+
+class CompiledGraph:
+    """A callable for AOTAutograd (boxed: takes the list of inputs) plus what produced it."""
+
+    _boxed_call = True
+
+    def __init__(self, call, artifacts: GraphArtifacts):
+        self.call = call
+        self.artifacts = artifacts
+
+    def __call__(self, args):
+        return self.call(args)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: int) -> CompiledGraph:
+    dump = DebugDump(options.debug_dir, graph_id)
+    dump.write("0_aten_graph.py", gm.print_readable(print_output=False))
+    try:
+        graph = lower_graph(gm, example_inputs, options)
+        dump.write("1_ir.txt", graph.render())
+        plan = schedule(graph)
+        dump.write("2_schedule.txt", plan.render())
+        kernels, calls = render_kernels(plan, graph, dump)
+        device = graph_device(example_inputs)
+        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}")
+        dump.write("4_wrapper.py", wrapper)
+        module = load_source_module(wrapper, "wrapper", interpret=False)
+    except Unsupported as err:
+        return eager_graph(gm, f"graph runs through aten: {err}")
+    except CompileError as err:
+        return _on_failure(gm, options, err)
+    except Exception as err:  # a bug in the compiler: say where, never run wrong code
+        return _on_failure(gm, options, CompileError("codegen", f"{type(err).__name__}: {err}"))
+    module.CONSTANTS.update(constants)
+    artifacts = GraphArtifacts(
+        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()],
+        [(str(op.target), op.reason) for op in graph.operations
+         if isinstance(op, ExternCall) and op.kind == "fallback"],
+        [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
+        wrapper)
+    return CompiledGraph(module.call, artifacts)
+
+
+def graph_device(example_inputs) -> str:
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if len(devices) > 1:
+        raise Unsupported(f"inputs on several devices: {sorted(devices)}")
+    return "cpu" if devices == {"cpu"} or not devices else "cuda"
+
+
+def render_kernels(plan, graph, dump):
+    """Render each kernel group; identical kernels are defined once. Returns (kernels, calls)."""
+    kernels: dict = {}
+    by_body: dict = {}
+    calls: dict = {}
+    for step in plan.steps:
+        if not isinstance(step, KernelGroup):
+            continue
+        name = kernel_name(step, len(kernels))
+        rendered = render_kernel(step, graph.buffers, name)
+        body_key = rendered.source.replace(name, "KERNEL")
+        if body_key in by_body:
+            rendered = kernels[by_body[body_key]]
+        else:
+            by_body[body_key] = name
+            kernels[name] = rendered
+            dump.write(f"3_kernel_{len(kernels) - 1:03d}_{name}.py", rendered.source)
+        calls[id(step)] = (rendered.name, rendered.arg_names)
+    return kernels, calls
+
+
+def kernel_name(group: KernelGroup, index: int) -> str:
+    ops = []
+    for origin in group.origins():
+        op = re.sub(r"_\d+$", "", origin)
+        if op not in ops:
+            ops.append(op)
+    return f"triton_poi_fused_{'_'.join(ops[:4])}_{index}"
+
+
+def eager_graph(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:
+    def run(args):
+        result = gm(*args)
+        args.clear()
+        return result
+
+    return CompiledGraph(run, GraphArtifacts([], [("<whole graph>", reason)], [], "", reason))
+
+
+def _on_failure(gm, options, error: CompileError) -> CompiledGraph:
+    if options.fallback != "eager":
+        raise error
+    warnings.warn(f"tritonize: running this graph through aten because compiling it failed:\n{error}")
+    return eager_graph(gm, str(error).splitlines()[0])

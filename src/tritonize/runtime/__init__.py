@@ -1,0 +1,1 @@
+"""Runtime: what generated wrappers import. Never imports the compiler (lower/, schedule/, codegen/)."""

@@ -1,0 +1,1 @@
+"""Scheduling: GraphIR -> ordered, fused kernel groups and extern calls."""

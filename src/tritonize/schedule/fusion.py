@@ -1,0 +1,140 @@
+"""schedule: GraphIR -> ordered steps (kernel groups and extern calls).
+
+* Dead buffers (computed but never read by an output or an extern) are dropped.
+* Consecutive computed buffers over the same iteration space fuse into one kernel group when the
+  later ones read the earlier ones only at the element they are computing (same index), so no
+  thread needs another thread's result.
+* A buffer written and read only inside one group, and not a graph output, is never stored: it
+  lives in registers (`KernelGroup.internal`).
+
+Not responsible for: iteration order or tiling inside a kernel (codegen/kernel.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import expr as ex
+from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR
+from ..ir.symbols import dim_vars
+
+
+@dataclasses.dataclass
+class KernelGroup:
+    buffers: list[ComputedBuffer]
+    internal: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def size(self):
+        return self.buffers[0].layout.size
+
+    @property
+    def stored(self) -> list[ComputedBuffer]:
+        return [b for b in self.buffers if b.name not in self.internal]
+
+    def origins(self) -> list[str]:
+        seen = []
+        for b in self.buffers:
+            for o in b.origins:
+                if o not in seen:
+                    seen.append(o)
+        return seen
+
+
+@dataclasses.dataclass
+class Schedule:
+    steps: list  # KernelGroup | ExternCall
+
+    def render(self) -> str:
+        lines = []
+        for i, step in enumerate(self.steps):
+            if isinstance(step, KernelGroup):
+                names = ", ".join(b.name + (" (internal)" if b.name in step.internal else "") for b in step.buffers)
+                lines.append(f"step {i}: kernel over {list(step.size)}: {names}  # {', '.join(step.origins())}")
+            else:
+                outs = ", ".join(o.buffer.name for o in step.outputs)
+                lines.append(f"step {i}: {step.kind} {step.target} -> {outs}")
+        return "\n".join(lines)
+
+
+def schedule(graph: GraphIR) -> Schedule:
+    operations = eliminate_dead_buffers(graph)
+    steps = fuse(operations)
+    mark_internal_buffers(steps, graph)
+    return Schedule(steps)
+
+
+def _extern_reads(call: ExternCall) -> set[str]:
+    names: set[str] = set()
+
+    def visit(v):
+        if hasattr(v, "buffer_name"):
+            names.add(v.buffer_name)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+
+    visit(call.args)
+    visit(call.kwargs)
+    return names
+
+
+def reads_of(op) -> set[str]:
+    if isinstance(op, ComputedBuffer):
+        return {e.args[0] for e in ex.loads(op.body)}
+    return _extern_reads(op)
+
+
+def eliminate_dead_buffers(graph: GraphIR) -> list:
+    needed = {o.view.buffer_name for o in graph.outputs if o.view is not None}
+    kept = []
+    for op in reversed(graph.operations):
+        if isinstance(op, ComputedBuffer) and op.name not in needed:
+            continue
+        needed |= reads_of(op)
+        kept.append(op)
+    return list(reversed(kept))
+
+
+def _same_element_reads(group: KernelGroup, buffer: ComputedBuffer) -> bool:
+    """buffer reads each group buffer only at the element it is itself computing."""
+    produced = {b.name: b for b in group.buffers}
+    dims = dim_vars(len(buffer.layout.size))
+    for load in ex.loads(buffer.body):
+        source = produced.get(load.args[0])
+        if source is not None and load.args[1] != source.layout.index(dims):
+            return False
+    return True
+
+
+def fuse(operations: list) -> list:
+    steps: list = []
+    group: KernelGroup | None = None
+    for op in operations:
+        if isinstance(op, ComputedBuffer):
+            if group is not None and op.layout.size == group.size and _same_element_reads(group, op):
+                group.buffers.append(op)
+                continue
+            group = KernelGroup([op])
+            steps.append(group)
+        else:
+            group = None
+            steps.append(op)
+    return steps
+
+
+def mark_internal_buffers(steps: list, graph: GraphIR) -> None:
+    outputs = {o.view.buffer_name for o in graph.outputs if o.view is not None}
+    readers: dict[str, set[int]] = {}
+    for i, step in enumerate(steps):
+        ops = step.buffers if isinstance(step, KernelGroup) else [step]
+        for op in ops:
+            for name in reads_of(op):
+                readers.setdefault(name, set()).add(i)
+    for i, step in enumerate(steps):
+        if isinstance(step, KernelGroup):
+            for b in step.buffers:
+                if b.name not in outputs and readers.get(b.name, set()) <= {i}:
+                    step.internal.add(b.name)
