@@ -44,6 +44,9 @@ def render_constant(value, dtype: torch.dtype) -> str:
 def render_cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst == torch.bool:
         return f"({x} != 0)"
+    if dst in (torch.float16, torch.bfloat16) and src not in (torch.float32, torch.float16, torch.bfloat16):
+        # torch converts to half types through float32; so do we (one rounding rule everywhere)
+        return f"{x}.to(tl.float32).to({triton_dtype(dst)})"
     return f"{x}.to({triton_dtype(dst)})"
 
 

@@ -253,7 +253,8 @@ def lower_pow(ctx, node, a, b):
     return pointwise(node, [a, b], _op("pow"))
 
 
-@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar,
+          prims.where.default)
 def lower_where(ctx, node, cond, a, b):
     out_dtype = output_of(node)[1]
     size = output_of(node)[0]

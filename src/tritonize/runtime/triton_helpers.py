@@ -31,7 +31,8 @@ def fmin(a, b):
 
 @triton.jit
 def sign(x):
-    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype) + (x - x)
+    # like torch: (0 < x) - (x < 0), so sign(nan) is 0
+    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
 
 
 @triton.jit
