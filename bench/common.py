@@ -61,7 +61,12 @@ def reset_compiler_state():
 
 
 def describe_error(exc):
-    """A one-line table cell for an exception: 'fails: TypeName: first line of message'."""
+    """A one-line table cell for an exception: 'fails: TypeName: first line of message'.
+
+    Dynamo's BackendCompilerFailed only says which back end raised; the cell shows what it raised.
+    """
+    while getattr(exc, "inner_exception", None) is not None:
+        exc = exc.inner_exception
     lines = str(exc).strip().splitlines()
     first = lines[0].strip() if lines else ""
     text = f"fails: {type(exc).__name__}: {first}" if first else f"fails: {type(exc).__name__}"

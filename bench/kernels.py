@@ -275,6 +275,24 @@ def run_case(case, backends, device, dtype, small, copy_gbs):
     return rows
 
 
+def summary_lines(rows, backends):
+    """Geomean speedup over eager per back end, and tritonize against Inductor, over the cases
+    where both ran."""
+    times = {(row[0], row[1]): row[2] for row in rows if isinstance(row[2], float)}
+
+    def ratio(slow, fast):
+        values = [times[(case, slow)] / t for (case, b), t in times.items()
+                  if b == fast and (case, slow) in times]
+        mean = common.geomean(values)
+        return f"{mean:.2f}x (n={len(values)})" if mean else "n/a"
+
+    lines = [f"geomean speedup vs eager, {b}: {ratio('eager', b)}" for b in backends if b != "eager"]
+    if "inductor" in backends and "tritonize" in backends:
+        lines.append("tritonize vs inductor (inductor time / tritonize time, >1 = tritonize faster): "
+                     + ratio("inductor", "tritonize"))
+    return lines
+
+
 # ----------------------------------------------------------------------------- command line
 
 
@@ -315,13 +333,16 @@ def main(argv=None):
             print("  " + "  ".join(common.format_cell(c) for c in row), flush=True)
         rows += case_rows
 
+    summary = summary_lines(rows, backends)
     print()
     print(common.format_table(HEADERS, rows))
+    print("\n".join(summary))
     print(f"copy bandwidth: {copy_gbs:.1f} GB/s ({environment}, {args.dtype})")
     if args.markdown:
         with open(args.markdown, "w") as out:
             out.write(f"{environment}, {args.dtype}; copy bandwidth: {copy_gbs:.1f} GB/s\n\n")
-            out.write(common.format_markdown(HEADERS, rows) + "\n")
+            out.write(common.format_markdown(HEADERS, rows) + "\n\n")
+            out.write("\n".join(f"- {line}" for line in summary) + "\n")
     return 0
 
 

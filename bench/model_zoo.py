@@ -80,7 +80,8 @@ def hidden_inputs(seq, dim, small_seq, small_dim):
 
 def build_gpt2(small):
     transformers = require("transformers")
-    sizes = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64) if small else {}
+    sizes = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64,
+                 bos_token_id=0, eos_token_id=0) if small else {}
     config = transformers.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                      use_cache=False, **sizes)
     return transformers.GPT2LMHeadModel(config)

@@ -263,6 +263,7 @@ def run_in_subprocess(args, env, model, mode, backend, first_call_only=False):
 def cache_environment(args):
     """Environment for the workers: fresh, shared cache directories unless --reuse-caches."""
     env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")  # models are built from configs; never download
     if args.reuse_caches:
         return env, None
     root = tempfile.mkdtemp(prefix="tritonize-bench-cache-")
@@ -336,7 +337,8 @@ def summary_lines(results, backends, modes):
         first = [r["first_call_s"] for (_, _, b), r in results.items()
                  if b == backend and isinstance(r.get("first_call_s"), float)]
         memory = [p / e for p, e in pairs(backend, "eager", modes, "peak_bytes")]
-        text = f"{backend}: geomean first call {common.format_cell(common.geomean(first), 2)} s"
+        mean_first = common.geomean(first)
+        text = f"{backend}: geomean first call " + (f"{mean_first:.2f} s" if mean_first else "n/a")
         if backend != "eager" and memory:
             text += f", geomean peak memory / eager {common.geomean(memory):.2f}"
         lines.append(text)

@@ -1,0 +1,113 @@
+"""The user-facing surface: backend registration, options, errors, debug dumps, the wrapper."""
+import os
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import tritonize
+from tritonize.errors import CompileError
+from helpers import assert_same
+
+SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
+
+
+def test_backend_name_works_after_import(device):
+    x = torch.randn(5, device=device)
+    assert_same(torch.compile(lambda t: t.sin() + 1, backend="tritonize")(x), x.sin() + 1)
+
+
+def test_compile_entry_point_and_options(device):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).to(device)
+    x = torch.randn(3, 4, device=device)
+    compiled = tritonize.compile(model, options={"fallback": "eager"})
+    assert_same(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="unknown option"):
+        tritonize.compile(model, options={"no_such_option": 1})
+    with pytest.raises(ValueError, match="unknown mode"):
+        tritonize.compile(model, mode="fastest")
+
+
+def test_backend_found_without_import_when_installed():
+    """Through the torch_dynamo_backends entry point (needs the package installed)."""
+    from importlib.metadata import entry_points
+
+    if "tritonize" not in entry_points(group="torch_dynamo_backends").names:
+        pytest.skip("tritonize is not installed (running from source)")
+    code = ("import torch\nf = torch.compile(lambda x: x * 2 + 1, backend='tritonize')\n"
+            "x = torch.randn(4)\nassert torch.equal(f(x), x * 2 + 1)\nprint('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ok" in out.stdout
+
+
+def _break_lowering(monkeypatch):
+    from tritonize.lower import registry
+
+    def broken(ctx, node, *args, **kwargs):
+        raise ZeroDivisionError("planted bug")
+
+    monkeypatch.setitem(registry.LOWERINGS, torch.ops.aten.sin, broken)
+
+
+def user_function_with_sin(x):
+    return torch.sin(x) * 3  # the line the error must name
+
+
+def test_compile_error_names_stage_node_and_source_line(monkeypatch, device):
+    _break_lowering(monkeypatch)
+    with pytest.raises(Exception) as info:
+        torch.compile(user_function_with_sin, backend="tritonize")(torch.randn(4, device=device))
+    error = info.value
+    while error is not None and not isinstance(error, CompileError):
+        error = error.__cause__ or error.__context__  # Dynamo wraps backend errors
+    assert isinstance(error, CompileError)
+    text = str(error)
+    assert "lowering" in text and "aten.sin" in text and "planted bug" in text
+    assert "return torch.sin(x) * 3" in text
+
+
+def test_fallback_eager_option_warns_and_matches(monkeypatch, device):
+    _break_lowering(monkeypatch)
+    x = torch.randn(4, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = tritonize.compile(user_function_with_sin, options={"fallback": "eager"})(x)
+    assert_same(out, user_function_with_sin(x))
+    assert any("planted bug" in str(w.message) for w in caught)
+
+
+def test_debug_dir_writes_every_stage(tmp_path, device):
+    with tritonize.config.patch(debug_dir=str(tmp_path)):
+        report = tritonize.explain(lambda x: (x + 1).relu(), torch.randn(8, device=device))
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert files[0].startswith("0_aten_graph") and files[-1].startswith("4_wrapper")
+    assert any(f.startswith("1_ir") for f in files) and any(f.startswith("3_kernel") for f in files)
+    assert report.graphs == 1
+
+
+def test_dynamic_shapes_run_through_aten_and_are_reported(device):
+    fn = torch.compile(lambda x: x * 2, backend="tritonize", dynamic=True)
+    x = torch.randn(7, device=device)
+    assert_same(fn(x), x * 2)
+
+
+def test_wrapper_runs_as_a_script(tmp_path, device):
+    report = tritonize.explain(lambda x, y: x * y + 1, torch.randn(64, device=device),
+                               torch.randn(64, device=device))
+    script = tmp_path / "wrapper.py"
+    script.write_text(report.wrapper)
+    env = dict(os.environ, PYTHONPATH=SRC)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "median" in out.stdout
+
+
+def test_report_prints_readably(device):
+    report = tritonize.explain(lambda x: torch.cumsum(x.sin(), 0), torch.randn(6, device=device))
+    text = str(report)
+    assert "kernel triton_poi_fused_sin" in text and "fallback aten.cumsum.default x1" in text
+    assert report.kernels[0].kind == "pointwise"
