@@ -265,10 +265,16 @@ def environment_line(device):
     return ", ".join(parts)
 
 
-def parse_list(text, known, what):
-    """Splits 'a,b' into names, checking each against `known`."""
+def parse_list(text, known, what, strict=True):
+    """Splits 'a,b' into names checked against `known`.
+
+    strict: an unknown name stops the run. Otherwise it is reported and skipped, so that one
+    stale name in a script does not cost a whole GPU run; no known name at all still stops it.
+    """
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
-    if unknown:
+    if unknown and (strict or len(unknown) == len(names)):
         raise SystemExit(f"unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
-    return names
+    if unknown:
+        print(f"warning: skipping unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
+    return [n for n in names if n in known]

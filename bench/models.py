@@ -164,7 +164,8 @@ def measure(args, workload, backend):
 
 
 def tritonize_generated_kernels(workload):
-    """Kernel count from tritonize.explain(), or None if the report does not say."""
+    """Kernel count from tritonize.explain() ("n (+k fallback)" when ops fell back to aten),
+    or None if the report does not say."""
     tritonize = common.import_tritonize()
     if not hasattr(tritonize, "explain"):
         return None
@@ -172,14 +173,13 @@ def tritonize_generated_kernels(workload):
     grad = torch.enable_grad() if workload.mode == "training" else torch.no_grad()
     with grad:
         report = tritonize.explain(workload.forward_fn(), *workload.inputs)
-    for attr in ("num_kernels", "kernel_count", "n_kernels"):
-        value = getattr(report, attr, None)
-        if isinstance(value, int):
-            return value
-    kernels = getattr(report, "kernels", None)
-    if kernels is None and isinstance(report, dict):
-        kernels = report.get("kernels")
-    return len(kernels) if kernels is not None and hasattr(kernels, "__len__") else None
+    count = getattr(report, "kernels", None)
+    count = len(count) if hasattr(count, "__len__") else getattr(report, "num_kernels", None)
+    if not isinstance(count, int):
+        return None
+    fallbacks = getattr(report, "fallbacks", None)
+    fallback_count = sum(fallbacks.values()) if isinstance(fallbacks, dict) else 0
+    return f"{count} (+{fallback_count} fallback)" if fallback_count else count
 
 
 def emit(result):
@@ -411,7 +411,8 @@ def selection(args):
         modes = list(MODES) if args.mode == "both" else [args.mode]
     if args.quick and args.models:
         models = args.models.split(",")
-    models = common.parse_list(",".join(models), list(model_zoo.SPECS_BY_NAME), "models")
+    models = common.parse_list(",".join(models), list(model_zoo.SPECS_BY_NAME), "models",
+                               strict=False)
     on_cuda = torch.device(args.device).type == "cuda"
     default_backends = ",".join(common.BACKENDS) if on_cuda else "eager"
     backends = common.parse_list(args.backends or default_backends, common.BACKENDS, "back ends")
