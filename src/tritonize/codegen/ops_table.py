@@ -35,7 +35,11 @@ def render_constant(value, dtype: torch.dtype) -> str:
             text = 'float("inf")' if value > 0 else 'float("-inf")'
         else:
             text = repr(float(value))
-        return text if dtype == torch.float32 else f"tl.full([], {text}, {triton_dtype(dtype)})"
+        if dtype == torch.float32:
+            return text
+        if dtype in (torch.float16, torch.bfloat16):  # built through fp32 (the interpreter needs it)
+            return f"tl.full([], {text}, tl.float32).to({triton_dtype(dtype)})"
+        return f"tl.full([], {text}, {triton_dtype(dtype)})"
     if dtype == torch.int32 and -2**31 <= value < 2**31:
         return str(int(value))
     return f"tl.full([], {int(value)}, {triton_dtype(dtype)})"
@@ -58,7 +62,7 @@ UNARY = {
     "neg": "-{0}", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "log": "tl.log({0})",
     "log2": "tl.log2({0})", "sqrt": "tl.sqrt_rn({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
     "cos": "tl.cos({0})", "erf": "tl.erf({0})", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
-    "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "reciprocal": "(1.0 / {0})",
+    "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", 
     "round": "libdevice.nearbyint({0})", "frac": "({0} - libdevice.trunc({0}))",
     "i0": "libdevice.cyl_bessel_i0({0})", "sign": "helpers.sign({0})",
     "relu": "tl.where({0} < 0, 0, {0})", "isnan": "({0} != {0})",
@@ -96,8 +100,13 @@ def render_op(name: str, args: list[str], arg_dtypes: list[torch.dtype], dtype: 
         return f"({args[0]} % {args[1]})"
     if name == "abs":
         return f"tl.abs({args[0]})" if dtype != torch.bool else args[0]
-    if name == "truediv" and not is_float:
-        raise NotImplementedError("true division of integers must compute in floats")
+    if name == "reciprocal":
+        return f"tl.div_rn(1.0, {args[0]})" if dtype == torch.float32 else f"(1.0 / {args[0]})"
+    if name == "truediv":
+        if not is_float:
+            raise NotImplementedError("true division of integers must compute in floats")
+        if dtype == torch.float32:
+            return f"tl.div_rn({args[0]}, {args[1]})"
     table = {1: UNARY, 2: BINARY, 3: TERNARY}[len(args)]
     if name not in table:
         raise NotImplementedError(f"no Triton rendering for op {name!r}")

@@ -16,7 +16,9 @@ aten = torch.ops.aten
 KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros, aten.ones,
         aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros, aten.new_ones,
         aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
-        aten.squeeze, aten.detach, aten.clip]
+        aten.squeeze, aten.detach, aten.clip,
+        # attention stays one library call (an extern), not a decomposed softmax(QK^T)V
+        aten._scaled_dot_product_flash_attention_for_cpu]
 
 EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, aten.logit,
          aten.lerp, aten.addcmul, aten.addcdiv, aten.log_sigmoid_forward, aten.logaddexp,

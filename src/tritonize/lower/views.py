@@ -15,7 +15,7 @@ import torch
 from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue, buffer_value, strided_view_of
-from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars
+from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from .pointwise import output_of
 from .registry import lowering
 
@@ -23,8 +23,11 @@ aten = torch.ops.aten
 
 
 def view_of(node, x: TensorValue, index) -> TensorValue:
+    """x read through `index`; indices are simplified so views of buffers stay plain strides."""
     size, dtype, device = output_of(node)
-    return TensorValue(size, x.dtype, device, x.at(index))
+    ranges = dict(zip(dim_vars(len(size)), size))
+    body = ex.map_indices(x.at(index), lambda e: simplify_with_ranges(e, ranges))
+    return TensorValue(size, x.dtype, device, body)
 
 
 def _normalize_dim(dim: int, rank: int) -> int:

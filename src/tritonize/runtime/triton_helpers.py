@@ -58,12 +58,22 @@ def remainder_float(a, b):
 
 
 @triton.jit
+def div_rn(a, b):
+    """IEEE-rounded a / b (Triton's float32 `/` is approximate on the GPU; torch's is not)."""
+    if a.dtype == tl.float32:
+        return tl.div_rn(a, b)
+    else:
+        return a / b
+
+
+@triton.jit
 def floordiv_float(a, b):
     # torch's div_floor: exact for representable quotients, no double rounding through a / b.
     mod = a % b
-    div = (a - mod) / b
+    div = div_rn(a - mod, b)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
     floored = tl.floor(div)
     floored = tl.where(div - floored > 0.5, floored + 1.0, floored)
-    result = tl.where(div == 0, 0.0 * (a / b), floored)
-    return tl.where(b == 0, a / b, result)
+    quotient = div_rn(a, b)
+    result = tl.where(div == 0, 0.0 * quotient, floored)
+    return tl.where(b == 0, quotient, result)

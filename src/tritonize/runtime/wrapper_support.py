@@ -28,6 +28,8 @@ def _same_strides(size, actual, expected) -> bool:
 
 def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     """An aten result with the strides the generated code assumes (copied only if they differ)."""
+    if tensor is None:  # an optional result the op did not produce (nothing reads it)
+        return None
     if tuple(tensor.shape) == tuple(size) and _same_strides(size, tensor.stride(), stride):
         return tensor
     fixed = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)

@@ -1,0 +1,119 @@
+"""The OpInfo sweep (see tests/opinfo_sweep.py): every op_db entry with a float32 sample on the
+device under test (TRITONIZE_TEST_DEVICE), its first sample through tritonize vs eager.
+
+* an entry in the expected-failure table (tests/opinfo_expected_failures.py) must fail: it is
+  reported as xfail, and an unexpected pass fails, asking to remove the entry from the table;
+* any other entry must pass; eager errors and random/uninitialized ops are skipped (not counted).
+
+Summary: "opinfo sweep: entries=N pass=P pass_no_fallback=Q fail=F (eager errors E, skipped S)"
+is written to the terminal when the session ends (also without -s). Under pytest-xdist each worker
+only sees its share of the entries: every worker's line, and the total once the last worker
+finishes, come out in pytest's "warnings summary" (workers have no terminal). The standalone
+`python tests/opinfo_sweep.py` always gives the true total. TRITONIZE_OPINFO_SUMMARY=path
+appends the summary line(s) to that file as well.
+
+Regenerate the table after compiler changes: python tests/opinfo_sweep.py --write-expected
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+import warnings
+
+import pytest
+import torch
+
+import opinfo_sweep as sweep
+from conftest import DEVICE
+
+DTYPE = torch.float32
+ENTRIES = sweep.sweep_entries(DEVICE, DTYPE)
+EXPECTED_FAILURES = sweep.expected_failures(DEVICE)
+SLOW = sweep.slow_entries()
+RESULTS: dict[str, dict] = {}
+
+
+class OpInfoSweepSummary(UserWarning):
+    """Carries the sweep's summary line to the controller's terminal under pytest-xdist."""
+
+
+def _emit(request, line: str) -> None:
+    config = request.config
+    if os.environ.get("TRITONIZE_OPINFO_SUMMARY"):
+        with open(os.environ["TRITONIZE_OPINFO_SUMMARY"], "a") as f:
+            f.write(line + "\n")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                reporter.write_line("\n" + line)
+        else:
+            reporter.write_line("\n" + line)
+    else:  # an xdist worker: its output is discarded, but warnings reach the controller
+        print(line)
+        warnings.warn(OpInfoSweepSummary(line))
+
+
+def _merged_total(results: list[dict]) -> list[dict] | None:
+    """Under xdist: share this worker's results through a directory for this test run; the worker
+    that finds every worker's file there returns all results (None before that)."""
+    uid, count = os.environ.get("PYTEST_XDIST_TESTRUNUID"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not (uid and count and worker):
+        return None
+    directory = pathlib.Path(tempfile.gettempdir()) / f"tritonize-opinfo-{uid}"
+    directory.mkdir(exist_ok=True)
+    tmp = directory / f".{worker}.tmp"
+    tmp.write_text(json.dumps(results))
+    os.replace(tmp, directory / f"{worker}.json")
+    files = sorted(directory.glob("*.json"))
+    if len(files) < int(count):
+        return None
+    return [r for f in files for r in json.loads(f.read_text())]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _opinfo_summary(request):
+    yield
+    if not RESULTS:
+        return
+    results = list(RESULTS.values())
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    line = sweep.summary_line(results)
+    slow = [f"{r['id']} {r['time_s']:.0f}s" for r in results if r["time_s"] > sweep.SLOW_SECONDS]
+    if slow:
+        line += f"; slow: {', '.join(slow)}"
+    if worker:
+        _emit(request, f"{line} [xdist worker {worker}: its share only]")
+        total = _merged_total(results)
+        if total is not None:
+            _emit(request, f"{sweep.summary_line(total)} [all xdist workers]")
+    else:
+        _emit(request, line)
+
+
+def _param(op):
+    eid = sweep.entry_id(op)
+    return pytest.param(op, id=eid, marks=[pytest.mark.slow] if eid in SLOW else [])
+
+
+@pytest.mark.parametrize("op", [_param(op) for op in ENTRIES])
+def test_opinfo(op):
+    r = sweep.run_entry_full(op, DEVICE, DTYPE)
+    RESULTS[r["id"]] = r
+    eid, status = r["id"], r["status"]
+    if status in ("eager_error", "skip_nondeterministic"):
+        pytest.skip(f"{status}: {r['detail']}")
+    if eid in EXPECTED_FAILURES:
+        if status == "pass":
+            pytest.fail(f"{eid} passes now but is in the expected-failure table: remove it from "
+                        f"tests/opinfo_expected_failures.py (or run python tests/opinfo_sweep.py "
+                        f"--write-expected)", pytrace=False)
+        pytest.xfail(f"expected failure ({EXPECTED_FAILURES[eid]}); got: {r['detail']}")
+    if status != "pass":
+        frame = f"\n  last tritonize frame: {r['tritonize_frame']}" if r["tritonize_frame"] else ""
+        pytest.fail(f"{eid}: {r['category']}: {r['detail']}{frame}\n  fallbacks: {r['fallbacks']}",
+                    pytrace=False)
