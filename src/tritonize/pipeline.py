@@ -87,7 +87,8 @@ def render_kernels(plan, graph, dump):
             continue
         name = kernel_name(step, len(kernels))
         rendered = render_kernel(step, graph.buffers, name)
-        body_key = rendered.source.replace(name, "KERNEL")
+        body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
+                             if not line.strip().startswith("# aten nodes"))
         if body_key in by_body:
             rendered = kernels[by_body[body_key]]
         else:

@@ -52,9 +52,11 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKerne
         writer.stored_values[(buffer.name, space.rewrite[buffer.layout.index(dims)])] = value
         if buffer.name not in group.internal:
             writer.store(buffer, space.rewrite[buffer.layout.index(dims)], value)
-    params = writer.loaded + [b.name for b, _ in stores if b.name not in writer.loaded]
+    stored = [b.name for b, _ in stores]
+    params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n) for n in stored]
     source = _assemble(name, params, space, writer, group)
-    return RenderedKernel(name, source, "pointwise", params, space.xnumel, space.ynumel, group.origins())
+    return RenderedKernel(name, source, "pointwise", writer.loaded + stored, space.xnumel, space.ynumel,
+                          group.origins())
 
 
 def _index_expressions(group: KernelGroup, stores) -> list:
@@ -89,6 +91,7 @@ class _BodyWriter:
         self.loaded: list[str] = []
         self.stored_values: dict = {}
         self.counter = 0
+        self.pointers: dict[str, str] = {}
         self.base_mask = self._base_mask()
 
     def _base_mask(self):
@@ -98,6 +101,15 @@ class _BodyWriter:
         if self.space.is_2d and self.space.ynumel % MAX_BLOCK_2D:
             masks.append("ymask")
         return " & ".join(masks) if masks else None
+
+    def pointer(self, buffer_name: str, stored: bool = False) -> str:
+        """Kernel parameters are named by role (in_ptr0, out_ptr0), so identical kernels over
+        different buffers have identical source and compile once."""
+        if buffer_name not in self.pointers:
+            prefix = "out_ptr" if stored else "in_ptr"
+            count = sum(1 for p in self.pointers.values() if p.startswith(prefix))
+            self.pointers[buffer_name] = f"{prefix}{count}"
+        return self.pointers[buffer_name]
 
     def new_var(self, text: str) -> str:
         name = f"tmp{self.counter}"
@@ -142,17 +154,19 @@ class _BodyWriter:
             return self.stored_values[(name, rewritten)]
         if name not in self.loaded:
             self.loaded.append(name)
+        pointer = self.pointer(name)
         if not rewritten.free_symbols:
-            return self.new_var(f"tl.load({name} + {print_index(rewritten)})")
+            return self.new_var(f"tl.load({pointer} + {print_index(rewritten)})")
         mask_text = f", {mask}, other=0" if mask else ""
-        return self.new_var(f"tl.load({name} + {_parenthesize(print_index(rewritten))}{mask_text})")
+        return self.new_var(f"tl.load({pointer} + {_parenthesize(print_index(rewritten))}{mask_text})")
 
     def store(self, buffer: ComputedBuffer, index, value: str) -> None:
         index_text = print_index(index)
         if not index.free_symbols:
             index_text += " + 0 * xindex" if not self.space.is_2d else " + 0 * (xindex + yindex)"
         mask_text = f", {self.base_mask}" if self.base_mask else ""
-        self.lines.append(f"tl.store({buffer.name} + {_parenthesize(index_text)}, {value}{mask_text})")
+        pointer = self.pointer(buffer.name, stored=True)
+        self.lines.append(f"tl.store({pointer} + {_parenthesize(index_text)}, {value}{mask_text})")
 
 
 def _parenthesize(text: str) -> str:

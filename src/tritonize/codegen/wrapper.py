@@ -101,9 +101,10 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
+    # A fallback's result may be a view of its inputs: never hand those buffers out again.
     extern_args = set()
     for step in steps:
-        if isinstance(step, ExternCall):
+        if isinstance(step, ExternCall) and step.kind == "fallback":
             extern_args |= reads_of(step)
     pool: dict = {}
     for i, step in enumerate(steps):
