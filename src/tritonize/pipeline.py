@@ -89,13 +89,12 @@ def render_kernels(plan, graph, dump):
         rendered = render_kernel(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
-        if body_key in by_body:
-            rendered = kernels[by_body[body_key]]
-        else:
+        if body_key not in by_body:
             by_body[body_key] = name
             kernels[name] = rendered
             dump.write(f"3_kernel_{len(kernels) - 1:03d}_{name}.py", rendered.source)
-        calls[id(step)] = (rendered.name, rendered.arg_names)
+        # Same source means same parameter roles: launch the first definition on our buffers.
+        calls[id(step)] = (by_body[body_key], rendered.arg_names)
     return kernels, calls
 
 
