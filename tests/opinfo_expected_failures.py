@@ -10,34 +10,6 @@ wrong_result (compiled result differs from eager), sweep_error (the sweep itself
 """
 
 EXPECTED_FAILURES = {
-    'cdouble': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex128 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'cfloat': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'chalf': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex32 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'diagflat': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'fft.fft2': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.fftn': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.hfft': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.hfft2': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.hfftn': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.ifft2': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.ifftn': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.irfft': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.irfft2': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'fft.irfftn': 'tritonize_error: explain: CompileError: tritonize codegen failed: NotImplementedError: dtype torch.complex64 has no Triton equivalent here @ src/tritonize/codegen/ops_table.py:24',
-    'linalg.cholesky': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.inv': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.ldl_factor': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.lu_factor': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.matrix_power': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'linalg.solve': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.tensorinv': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'linalg.tensorsolve': "tritonize_error: explain: AttributeError: 'NoneType' object has no attribute 'shape' @ src/tritonize/runtime/wrapper_support.py:19",
-    'mvlgamma.mvlgamma_p_1': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'mvlgamma.mvlgamma_p_3': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'mvlgamma.mvlgamma_p_5': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'nn.functional.linear_cross_entropy.chunked': 'tritonize_error: explain: CompileError: tritonize lowering failed: IndexError: tuple index out of range FX node: squeeze = aten.squeeze.dim @ src/tritonize/lower/views.py:78',
-    'nn.functional.multi_margin_loss': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
-    'nn.functional.multilabel_margin_loss': "tritonize_error: explain: AttributeError: 'int' object has no attribute 'to' @ src/tritonize/runtime/launcher.py:21",
 }
 
 CUDA_EXPECTED_FAILURES = None

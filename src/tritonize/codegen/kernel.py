@@ -133,6 +133,8 @@ class _BodyWriter:
             return render_constant(e.args[0], e.dtype)
         if e.op == "load":
             return self._load(e, mask)
+        if e.op == "index_expr" and not self.space.rewrite.get(e.args[0], e.args[0]).free_symbols:
+            return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {_index_dtype(e.dtype)})"
         if e.op == "index_expr":
             return self.new_var(f"({self.index_text(e.args[0])}).to({_index_dtype(e.dtype)})")
         if e.op == "to_dtype":

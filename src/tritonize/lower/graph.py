@@ -90,6 +90,9 @@ def _lower_call(ctx, node, env):
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
     lowering = None if is_extern(node.target) else find_lowering(node.target)
     reason = "no lowering" if lowering is None and not is_extern(node.target) else ""
+    unsupported = _unsupported_dtype(node)
+    if lowering is not None and unsupported is not None:
+        lowering, reason = None, f"dtype {unsupported} is not generated"
     if lowering is not None:
         try:
             value = lowering(ctx, node, *args, **kwargs)
@@ -122,6 +125,18 @@ def _origins(args, node) -> tuple[str, ...]:
 
     visit(args)
     return tuple(dict.fromkeys(found + [node.name]))
+
+
+def _unsupported_dtype(node):
+    """A dtype our kernels do not handle (complex, float8...) among the node's tensors, or None."""
+    from ..codegen.ops_table import TRITON_DTYPES
+
+    values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for value in values:
+        for leaf in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(leaf, torch.Tensor) and leaf.dtype not in TRITON_DTYPES:
+                return leaf.dtype
+    return None
 
 
 def _flatten_outputs(value):

@@ -74,6 +74,8 @@ def lower_unsqueeze(ctx, node, x, dim):
 
 @lowering(aten.squeeze)
 def lower_squeeze(ctx, node, x, dims=None):
+    if x.rank == 0:
+        return x
     if dims is None:
         dims = range(x.rank)
     elif isinstance(dims, int):

@@ -16,6 +16,8 @@ def reinterpret_tensor(tensor: torch.Tensor, size, stride, offset: int = 0) -> t
 
 
 def assert_size_stride(tensor: torch.Tensor, size, stride, name: str) -> None:
+    if tensor is None:  # AOTAutograd passes None for inputs the graph does not read
+        return
     if tuple(tensor.shape) != tuple(size) or not _same_strides(tensor.shape, tensor.stride(), stride):
         raise AssertionError(
             f"tritonize: input {name} has size {tuple(tensor.shape)} and stride {tensor.stride()}, "
