@@ -221,6 +221,17 @@ def tritonize_frame(err: BaseException) -> str | None:
     return None
 
 
+def generated_frame(err: BaseException) -> str | None:
+    """The last frame in generated code (a module in TRITONIZE_CACHE_DIR), with its source line."""
+    cache = os.path.abspath(os.environ.get("TRITONIZE_CACHE_DIR", "/nonexistent"))
+    for e in reversed(_chain(err)):
+        hits = [f for f in _frames(e) if os.path.abspath(f.filename).startswith(cache)]
+        if hits:
+            f = hits[-1]
+            return f"generated {os.path.basename(f.filename)}:{f.lineno}: {(f.line or '').strip()[:120]}"
+    return None
+
+
 def root_error(err: BaseException) -> BaseException:
     """The exception that tells the cause: the innermost of the chain, skipping Dynamo's wrappers."""
     chain = _chain(err)
@@ -261,7 +272,7 @@ def run_entry(op, device: str = "cpu", dtype: torch.dtype = torch.float32):
 def run_entry_full(op, device: str = "cpu", dtype: torch.dtype = torch.float32) -> dict:
     start = time.perf_counter()
     result = {"id": entry_id(op), "status": "fail", "category": None, "detail": "", "fallbacks": {},
-              "graphs": None, "kernels": None, "externs": {}, "tritonize_frame": None}
+              "graphs": None, "kernels": None, "externs": {}, "tritonize_frame": None, "generated_frame": None}
     try:
         with _quiet():
             _run(op, device, dtype, result)
@@ -307,7 +318,8 @@ def _run(op, device, dtype, result) -> None:
     except Exception as err:
         frame = tritonize_frame(err)
         result.update(status="fail", category="tritonize_error" if frame else "error",
-                      detail=f"{stage}: {one_line(err)}", tritonize_frame=frame)
+                      detail=f"{stage}: {one_line(err)}", tritonize_frame=frame,
+                      generated_frame=generated_frame(err))
         return
     try:
         compare(op, actual, expected, "output")
@@ -363,7 +375,8 @@ def print_report(results: list[dict], top: int = 30, out=sys.stdout) -> None:
         p("       " + " ".join(r["id"] for r in rs))
     p("\nfailures (id: reason):")
     for r in fails:
-        p(f"  {r['id']}: {r['detail']}" + (f"  @ {r['tritonize_frame']}" if r["tritonize_frame"] else ""))
+        where = [w for w in (r["tritonize_frame"], r.get("generated_frame")) if w]
+        p(f"  {r['id']}: {r['detail']}" + (f"  @ {' | '.join(where)}" if where else ""))
     fb = collections.Counter()
     fb_entries = collections.Counter()
     for r in results:

@@ -115,5 +115,7 @@ def test_opinfo(op):
         pytest.xfail(f"expected failure ({EXPECTED_FAILURES[eid]}); got: {r['detail']}")
     if status != "pass":
         frame = f"\n  last tritonize frame: {r['tritonize_frame']}" if r["tritonize_frame"] else ""
+        if r.get("generated_frame"):
+            frame += f"\n  in {r['generated_frame']}"
         pytest.fail(f"{eid}: {r['category']}: {r['detail']}{frame}\n  fallbacks: {r['fallbacks']}",
                     pytrace=False)
