@@ -19,7 +19,7 @@ from ..runtime.heuristics import MAX_BLOCK_1D, MAX_BLOCK_2D
 from ..schedule.fusion import KernelGroup
 from .index_printer import print_index
 from .iteration import IterationSpace, plan_iteration
-from .ops_table import render_cast, render_constant, render_op
+from .ops_table import render_cast, render_constant, render_op, triton_dtype
 
 KERNEL_HEADER = """import triton
 import triton.language as tl
@@ -134,9 +134,9 @@ class _BodyWriter:
         if e.op == "load":
             return self._load(e, mask)
         if e.op == "index_expr" and not self.space.rewrite.get(e.args[0], e.args[0]).free_symbols:
-            return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {_index_dtype(e.dtype)})"
+            return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {triton_dtype(e.dtype)})"
         if e.op == "index_expr":
-            return self.new_var(f"({self.index_text(e.args[0])}).to({_index_dtype(e.dtype)})")
+            return self.new_var(f"({self.index_text(e.args[0])}).to({triton_dtype(e.dtype)})")
         if e.op == "to_dtype":
             inner = e.args[0]
             return self.new_var(render_cast(self.render(inner, mask), inner.dtype, e.dtype))
@@ -174,12 +174,6 @@ class _BodyWriter:
 def _parenthesize(text: str) -> str:
     simple = text.isidentifier() or text.isdigit()
     return text if simple or (text.startswith("(") and text.endswith(")") and text.count("(") == 1) else f"({text})"
-
-
-def _index_dtype(dtype) -> str:
-    from .ops_table import triton_dtype
-
-    return triton_dtype(dtype)
 
 
 def _dim_lines(dims, flat: str) -> list[str]:

@@ -83,20 +83,7 @@ def masked(mask: Expr, body: Expr, other: Any) -> Expr:
 
 def substitute(expr: Expr, mapping: dict) -> Expr:
     """Replace index variables in every load/index_expr of expr (simultaneously)."""
-    cache: dict = {}
-
-    def visit(e: Expr) -> Expr:
-        if e in cache:
-            return cache[e]
-        if e.op in ("load", "index_expr"):
-            new_args = tuple(a.xreplace(mapping) if isinstance(a, sympy.Basic) else a for a in e.args)
-        else:
-            new_args = tuple(visit(a) if isinstance(a, Expr) else a for a in e.args)
-        result = e if new_args == e.args else Expr(e.op, new_args, e.dtype)
-        cache[e] = result
-        return result
-
-    return visit(expr)
+    return map_indices(expr, lambda index: index.xreplace(mapping))
 
 
 def map_indices(expr: Expr, fn) -> Expr:
