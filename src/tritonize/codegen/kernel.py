@@ -38,6 +38,7 @@ class RenderedKernel:
     xnumel: int
     ynumel: int
     origins: list[str]
+    rnumel: int = 1
 
 
 def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKernel:

@@ -82,7 +82,8 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
         header.append(f"# aten nodes: {', '.join(kernel.origins)}")
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
-        header.append(f"''', {name!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, device={device!r})")
+        header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
+                      f"rnumel={kernel.rnumel}, device={device!r})")
     specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
              for b in graph.inputs]
     footer = ["", "", "INPUTS = [", *specs, "]", "", 'if __name__ == "__main__":',

@@ -1,8 +1,15 @@
 """Launch configurations for generated kernels, from their kind and sizes.
 
-A simple size-based rule for now (the autotuner is its own piece of work). Block sizes are powers
-of two no larger than MAX_BLOCK_1D / MAX_BLOCK_2D; codegen relies on that bound to leave masks
-out when a size is a multiple of it.
+Kernel kinds and the block parameters their source declares (`tl.constexpr`):
+* "pointwise": XBLOCK (1-D), or YBLOCK and XBLOCK (2-D tiles, flattened 1-D grid);
+* "reduction": XBLOCK rows a program, RBLOCK elements of a row an iteration (looped);
+* "persistent_reduction": XBLOCK; RBLOCK is baked into the source (the whole row at once);
+* "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction.
+Sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
+
+A size-based rule for now (the autotuner is its own piece of work). Block sizes are powers of two
+no larger than MAX_BLOCK_1D / MAX_BLOCK_2D / MAX_XBLOCK_REDUCTION; codegen relies on these bounds
+to leave masks out when a size is a multiple of them.
 """
 from __future__ import annotations
 
@@ -12,13 +19,25 @@ import triton
 
 MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
+MAX_XBLOCK_REDUCTION = 128
+MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    blocks: dict  # {"XBLOCK": .., "YBLOCK": ..}
+    blocks: dict  # {"XBLOCK": .., "YBLOCK": .., "RBLOCK": ..}
     num_warps: int
     grid: tuple
+
+
+def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+    if kind == "pointwise":
+        return pointwise_config(xnumel, ynumel, on_gpu)
+    if kind in ("persistent_reduction", "scan"):
+        return persistent_reduction_config(xnumel, rnumel, on_gpu)
+    if kind == "reduction":
+        return looped_reduction_config(xnumel, rnumel, on_gpu)
+    raise ValueError(f"unknown kernel kind {kind!r}")
 
 
 def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
@@ -35,3 +54,31 @@ def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
     xblock = min(limit, triton.next_power_of_2(xnumel))
     num_warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
+
+
+def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+    """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
+    pass 2048), several rows a program when rows are short."""
+    rblock = triton.next_power_of_2(rnumel)
+    budget = 4096 if on_gpu else 1 << 16
+    xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
+    num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
+    if rblock * xblock <= 256:
+        num_warps = 2
+    return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
+
+
+def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+    """Long rows: one row a program walking RBLOCK elements at a time; outer-looking shapes
+    (many rows, short reductions) take several rows a program."""
+    if not on_gpu:
+        rblock = min(4096, triton.next_power_of_2(rnumel))
+        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
+        return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
+    if rnumel >= 2048 or xnumel < 128:
+        rblock, xblock, warps = 2048, 1, 8
+    else:
+        rblock, xblock, warps = 64, 64, 8
+    rblock = min(rblock, triton.next_power_of_2(rnumel))
+    xblock = min(xblock, triton.next_power_of_2(xnumel))
+    return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))

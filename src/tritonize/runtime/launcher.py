@@ -1,17 +1,19 @@
 """Launching generated kernels with their heuristic launch configuration."""
 from __future__ import annotations
 
-from .heuristics import pointwise_config
+from .heuristics import pick_config
 from .loader import load_source_module
 
 
 class GeneratedKernel:
     """A compiled (GPU) or interpreted (CPU) kernel with a fixed grid and block sizes."""
 
-    def __init__(self, fn, name: str, xnumel: int, ynumel: int, on_gpu: bool):
+    def __init__(self, fn, name: str, kind: str, sizes: tuple[int, int, int], on_gpu: bool):
         self.fn = fn
         self.name = name
-        self.config = pointwise_config(xnumel, ynumel, on_gpu)
+        self.kind = kind
+        xnumel, ynumel, rnumel = sizes
+        self.config = pick_config(kind, xnumel, ynumel, rnumel, on_gpu)
         self.launch_kwargs = dict(self.config.blocks)
         if on_gpu:
             self.launch_kwargs["num_warps"] = self.config.num_warps
@@ -21,10 +23,11 @@ class GeneratedKernel:
         self.runner(*args, **self.launch_kwargs)
 
     def __repr__(self) -> str:
-        return f"GeneratedKernel({self.name}, grid={self.config.grid}, {self.config.blocks})"
+        return f"GeneratedKernel({self.name}, {self.kind}, grid={self.config.grid}, {self.config.blocks})"
 
 
-def load_kernel(source: str, name: str, *, xnumel: int, ynumel: int = 1, device: str = "cuda"):
+def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int, ynumel: int = 1,
+                rnumel: int = 1, device: str = "cuda"):
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
-    return GeneratedKernel(getattr(module, name), name, xnumel, ynumel, on_gpu)
+    return GeneratedKernel(getattr(module, name), name, kind, (xnumel, ynumel, rnumel), on_gpu)
