@@ -211,7 +211,11 @@ def _run_chunk(args) -> list[dict]:
     keys, device = args
     dtypes = sorted({d for _, d in keys})
     by_key = {(entry_id(op), dtype_name(dt)): (op, dt) for op, dt in sweep_pairs(device, dtypes)}
-    return [run_entry_full(*by_key[k], device) for k in keys]
+    results = []
+    for key in keys:
+        op, dtype = by_key[key]
+        results.append(run_entry_full(op, device, dtype))
+    return results
 
 
 def _parse_dtypes(text: str) -> tuple[str, ...]:

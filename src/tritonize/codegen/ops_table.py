@@ -60,7 +60,7 @@ _LIBDEVICE_BINARY = ["atan2", "hypot", "copysign", "nextafter", "pow", "fmod"]
 
 UNARY = {
     "neg": "-{0}", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "log": "tl.log({0})",
-    "log2": "tl.log2({0})", "sqrt": "tl.sqrt_rn({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
+    "log2": "tl.log2({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
     "cos": "tl.cos({0})", "erf": "tl.erf({0})", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
     "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", 
     "round": "libdevice.nearbyint({0})", "frac": "({0} - libdevice.trunc({0}))",
@@ -100,6 +100,8 @@ def render_op(name: str, args: list[str], arg_dtypes: list[torch.dtype], dtype: 
         return f"({args[0]} % {args[1]})"
     if name == "abs":
         return f"tl.abs({args[0]})" if dtype != torch.bool else args[0]
+    if name == "sqrt" and dtype == torch.float32:  # IEEE-rounded, like torch (tl.sqrt is approximate)
+        return f"tl.sqrt_rn({args[0]})"
     if name == "reciprocal":
         return f"tl.div_rn(1.0, {args[0]})" if dtype == torch.float32 else f"(1.0 / {args[0]})"
     if name == "truediv":

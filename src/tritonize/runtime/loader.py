@@ -3,7 +3,8 @@
 Source is written once to the cache directory under its content hash and imported from there
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
 set only while they load, so only our own kernels are interpreted; their `libdevice` and
-`helpers` names are then bound to the interpreter twins.
+`helpers` names are then bound to the interpreter twins. Before the first one loads, the
+work-arounds for interpreter bugs in runtime/interpreter_fixes.py are applied.
 """
 from __future__ import annotations
 
@@ -59,6 +60,10 @@ def _write_source(source: str, stem: str) -> pathlib.Path:
 
 
 def _exec_module(path: pathlib.Path, module_name: str, interpret: bool):
+    if interpret:
+        from . import interpreter_fixes
+
+        interpreter_fixes.apply()
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
