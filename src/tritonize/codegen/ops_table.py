@@ -80,8 +80,7 @@ BINARY = {
     "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
     "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})",
-    "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "lshift": "({0} << {1})",
-    "rshift": "({0} >> {1})",
+    "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "pow_int": "helpers.pow_int({0}, {1})",
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 
@@ -96,6 +95,9 @@ def render_op(name: str, args: list[str], arg_dtypes: list[torch.dtype], dtype: 
     if name == "remainder":
         helper = "remainder_float" if is_float else "remainder_int"
         return f"helpers.{helper}({args[0]}, {args[1]})"
+    if name in ("lshift", "rshift"):
+        helper = "shift_left" if name == "lshift" else "shift_right"
+        return f"helpers.{helper}({args[0]}, {args[1]}, {torch.iinfo(dtype).bits})"
     if name == "fmod" and not is_float:
         return f"({args[0]} % {args[1]})"
     if name == "abs":

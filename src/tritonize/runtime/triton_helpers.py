@@ -2,7 +2,8 @@
 
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
-fmax/fmin that ignore NaN, and sign. The CPU path loads this same file a second time under
+fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit width)
+and integer pow. The CPU path loads this same file a second time under
 Triton's interpreter (runtime/loader.py).
 """
 import triton
@@ -77,3 +78,38 @@ def floordiv_float(a, b):
     quotient = div_rn(a, b)
     result = tl.where(div == 0, 0.0 * quotient, floored)
     return tl.where(b == 0, quotient, result)
+
+
+@triton.jit
+def shift_left(a, b, BITS: tl.constexpr):
+    # torch: a shift by a negative amount or by BITS or more gives 0 (Triton's << is undefined there)
+    in_range = (b >= 0) & (b < BITS)
+    return tl.where(in_range, a << tl.where(in_range, b, 0), 0)
+
+
+@triton.jit
+def shift_right(a, b, BITS: tl.constexpr):
+    # torch: out-of-range shifts fill with the sign (-1 for negative signed values, else 0)
+    in_range = (b >= 0) & (b < BITS)
+    shifted = a >> tl.where(in_range, b, BITS - 1)
+    return tl.where(in_range | (a < 0), shifted, 0)
+
+
+@triton.jit
+def pow_int(base, exponent):
+    # torch's integer pow: square and multiply (wrapping like the dtype); a negative exponent gives
+    # 1 for base 1, +-1 for base -1 and 0 otherwise
+    zero = base * 0 + exponent * 0  # broadcast (either may be a 0-d value or a literal)
+    base = base + zero
+    exponent = exponent + zero
+    result = zero + 1
+    square = base
+    remaining = exponent
+    for _ in tl.static_range(64):
+        result = tl.where((remaining & 1) != 0, result * square, result)
+        square = square * square
+        remaining = remaining >> 1
+    is_minus_one = (base + 1) == 0
+    odd = (exponent & 1) != 0
+    negative_power = tl.where((base == 1) | (is_minus_one & ~odd), zero + 1, tl.where(is_minus_one, base, zero))
+    return tl.where(exponent < 0, negative_power, result)
