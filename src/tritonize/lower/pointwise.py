@@ -63,7 +63,7 @@ FLOAT_UNARY = {
     aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh", aten.tanh: "tanh", aten.asinh: "asinh",
     aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
     aten.erfinv: "erfinv", aten.sigmoid: "sigmoid", aten.lgamma: "lgamma",
-    aten.reciprocal: "reciprocal", aten.i0: "i0",
+    aten.reciprocal: "reciprocal", aten.i0: "i0", aten.special_i1: "i1", aten.special_erfcx: "erfcx",
 }
 
 SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",
@@ -264,6 +264,27 @@ def lower_pow(ctx, node, a, b):
     if isinstance(b, float) and b == 0.5:
         return pointwise(node, [a], _op("sqrt"))
     return pointwise(node, [a, b], _op("pow"))
+
+
+@lowering(aten.ldexp.Tensor)
+def lower_ldexp(ctx, node, x, other):
+    # torch: x * 2.0 ** other
+    return pointwise(node, [x, other], lambda a, e: ex.op(
+        "mul", a, ex.op("pow", ex.constant(2.0, e.dtype), e, dtype=e.dtype), dtype=a.dtype))
+
+
+@lowering(aten.angle.default)
+def lower_angle(ctx, node, x):
+    if x.dtype.is_complex:
+        raise Unsupported("angle of a complex tensor")
+
+    def build(a):
+        f = a.dtype
+        half_turn = ex.op("where", ex.op("lt", a, ex.constant(0, f), dtype=torch.bool), ex.constant(math.pi, f),
+                          ex.constant(0, f), dtype=f)
+        return ex.op("where", ex.op("isnan", a, dtype=torch.bool), a, half_turn, dtype=f)
+
+    return pointwise(node, [x], build)
 
 
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar,
