@@ -1,6 +1,6 @@
 """Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
 split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
-angle/ldexp/erfcx/i1. Eager's values, no fallbacks."""
+angle, ldexp and the special functions (erfcx, i1, Bessel, ndtri). Eager's values, no fallbacks."""
 import pytest
 import torch
 
@@ -69,3 +69,15 @@ def test_angle_ldexp_erfcx_i1(device, dtype):
     e = torch.tensor([1, -3, 0, 4, 2, -1, 5, 0][:x.numel()], device=device)
     no_fallback(lambda a, b: (torch.angle(a), torch.ldexp(a, b), torch.special.erfcx(a), torch.special.i1(a)),
                 x, e, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_libdevice_special_functions(device, dtype):
+    x = torch.cat([torch.linspace(-12, 12, 49), torch.tensor([0.0, 1e-3, float("inf"), float("nan")])])
+    x = x.to(device=device, dtype=dtype)
+    p = torch.linspace(0.01, 0.99, 25, device=device, dtype=dtype)
+    special = torch.special
+    no_fallback(lambda t, q: (special.bessel_j0(t), special.bessel_j1(t), special.bessel_y0(t.abs()),
+                              special.bessel_y1(t.abs() + 0.5), special.modified_bessel_i0(t),
+                              special.modified_bessel_i1(t), special.spherical_bessel_j0(t), special.ndtri(q)),
+                x, p, atol=1e-5, rtol=1e-5)

@@ -55,7 +55,8 @@ def render_cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
 
 
 _LIBDEVICE_UNARY = ["expm1", "log10", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh",
-                    "tanh", "asinh", "acosh", "atanh", "erfc", "erfinv", "erfcx", "lgamma", "trunc"]
+                    "tanh", "asinh", "acosh", "atanh", "erfc", "erfinv", "erfcx", "lgamma", "trunc",
+                    "j0", "j1", "y0", "y1"]
 _LIBDEVICE_BINARY = ["atan2", "hypot", "copysign", "nextafter", "pow", "fmod"]
 
 UNARY = {
@@ -64,7 +65,8 @@ UNARY = {
     "cos": "tl.cos({0})", "erf": "tl.erf({0})", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
     "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", 
     "round": "libdevice.nearbyint({0})", "frac": "({0} - libdevice.trunc({0}))",
-    "i0": "libdevice.cyl_bessel_i0({0})", "i1": "libdevice.cyl_bessel_i1({0})", "sign": "helpers.sign({0})",
+    "i0": "libdevice.cyl_bessel_i0({0})", "i1": "libdevice.cyl_bessel_i1({0})",
+    "ndtri": "libdevice.normcdfinv({0})", "sign": "helpers.sign({0})",
     "relu": "tl.where({0} < 0, 0, {0})", "isnan": "({0} != {0})",
     "isinf": "(tl.abs({0}) == float(\"inf\"))", "isfinite": "(tl.abs({0}) < float(\"inf\"))",
     "signbit": "(libdevice.signbit({0}) != 0)", "logical_not": "({0} == 0)",

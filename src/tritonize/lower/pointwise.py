@@ -64,6 +64,9 @@ FLOAT_UNARY = {
     aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
     aten.erfinv: "erfinv", aten.sigmoid: "sigmoid", aten.lgamma: "lgamma",
     aten.reciprocal: "reciprocal", aten.i0: "i0", aten.special_i1: "i1", aten.special_erfcx: "erfcx",
+    aten.special_modified_bessel_i0: "i0", aten.special_modified_bessel_i1: "i1",
+    aten.special_bessel_j0: "j0", aten.special_bessel_j1: "j1", aten.special_bessel_y0: "y0",
+    aten.special_bessel_y1: "y1", aten.special_ndtri: "ndtri",
 }
 
 SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",
@@ -283,6 +286,24 @@ def lower_angle(ctx, node, x):
         half_turn = ex.op("where", ex.op("lt", a, ex.constant(0, f), dtype=torch.bool), ex.constant(math.pi, f),
                           ex.constant(0, f), dtype=f)
         return ex.op("where", ex.op("isnan", a, dtype=torch.bool), a, half_turn, dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.special_spherical_bessel_j0.default)
+def lower_spherical_bessel_j0(ctx, node, x):
+    # sin(x) / x; its Taylor series (terms through x**14) near 0, where the division loses digits
+    def build(a):
+        f = a.dtype
+        square = ex.op("mul", a, a, dtype=f)
+        series = ex.constant((-1) ** 7 / math.factorial(15), f)
+        for k in range(6, -1, -1):
+            series = ex.op("add", ex.constant((-1) ** k / math.factorial(2 * k + 1), f),
+                           ex.op("mul", square, series, dtype=f), dtype=f)
+        ratio = ex.op("truediv", ex.op("sin", a, dtype=f), a, dtype=f)
+        small = ex.op("lt", ex.op("abs", a, dtype=f), ex.constant(0.5, f), dtype=torch.bool)
+        finite = ex.op("where", small, series, ratio, dtype=f)
+        return ex.op("where", ex.op("isinf", a, dtype=torch.bool), ex.constant(0.0, f), finite, dtype=f)
 
     return pointwise(node, [x], build)
 
