@@ -126,6 +126,13 @@ def sweep_entries(device: str = "cpu", dtype: torch.dtype = torch.float32) -> li
     return [op for op, _ in sweep_pairs(device, [dtype])]
 
 
+def is_elementwise(op) -> bool:
+    """A unary or binary ufunc OpInfo (the elementwise entries of op_db)."""
+    from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
+
+    return isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo))
+
+
 def is_nondeterministic(op) -> bool:
     return bool(getattr(op, "has_nondeterministic_output", False)) or entry_id(op) in NONDETERMINISTIC \
         or op.name in NONDETERMINISTIC
