@@ -98,7 +98,14 @@ NONDETERMINISTIC = frozenset({
 
 # Why an entry cannot pass, where the one-line error does not say it (entry id -> reason);
 # --write-expected puts these in front of the generated reasons.
-KNOWN_REASONS: dict[str, str] = {}
+_UINT8_UPSAMPLE = ("eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is "
+                   "torch's float decomposition (applied at the Autograd key, before any backend), which "
+                   "differs from eager by 1 on some elements; tritonize matches the decomposition exactly")
+KNOWN_REASONS: dict[str, str] = {
+    "nn.functional.interpolate.bilinear": _UINT8_UPSAMPLE,
+    "nn.functional.interpolate.bicubic": _UINT8_UPSAMPLE,
+    "nn.functional.upsample_bilinear": _UINT8_UPSAMPLE,
+}
 
 
 def dtype_name(dtype: torch.dtype) -> str:

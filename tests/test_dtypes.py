@@ -233,3 +233,21 @@ def test_zero_dim_operands_mixed_with_blocks(device, dtype):
     x = torch.arange(12, device=device).to(dtype)
     no_fallback(lambda a, b, c: (torch.maximum(a, c), torch.minimum(c, a), ((a > b) & (a > 0)) | (c > 5),
                                  torch.where(a > b, c, a), torch.logical_and(a, c), torch.fmax(b, c)), s, t, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64], ids=str)
+def test_gcd_and_lcm(device, dtype):
+    a = ints(dtype, device, shape=(40,), low=-60 if dtype != torch.uint8 else 0, high=60)
+    b = ints(dtype, device, shape=(40,), low=-60 if dtype != torch.uint8 else 0, high=60, seed=3)
+    a[:3] = 0
+    b[1:4] = 0
+    no_fallback(lambda x, y: (torch.gcd(x, y), torch.lcm(x, y)), a, b)
+
+
+def test_gcd_of_large_int64_values(device):
+    fib = [1, 1]
+    while len(fib) < 92:
+        fib.append(fib[-1] + fib[-2])
+    a = torch.tensor([fib[-1], 2**62, -(2**40) * 3, 123456789012345], dtype=torch.int64, device=device)
+    b = torch.tensor([fib[-2], 2**61 + 2**30, 2**20 * 9, 987654321098], dtype=torch.int64, device=device)
+    no_fallback(lambda x, y: torch.gcd(x, y), a, b)

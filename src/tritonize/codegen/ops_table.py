@@ -83,6 +83,7 @@ BINARY = {
     "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "pow_int": "helpers.pow_int({0}, {1})",
+    "gcd": "helpers.gcd_int({0}, {1})",
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 

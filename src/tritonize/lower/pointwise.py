@@ -269,6 +269,31 @@ def lower_pow(ctx, node, a, b):
     return pointwise(node, [a, b], _op("pow"))
 
 
+def c_promoted(dtype: torch.dtype) -> torch.dtype:
+    """The type C++ computes a narrow integer expression in (torch's CPU kernels for gcd/lcm do
+    their arithmetic so: |-128| is 128 before the result is cast back)."""
+    return torch.int32 if dtype.itemsize < 4 else dtype
+
+
+@lowering(aten.gcd.default)
+def lower_gcd(ctx, node, a, b):
+    return pointwise(node, [a, b], _op("gcd"), c_promoted(output_of(node)[1]))
+
+
+@lowering(aten.lcm.default)
+def lower_lcm(ctx, node, a, b):
+    # torch: |a / gcd(a, b) * b| (in the C-promoted type), and 0 when both are 0
+    def build(x, y):
+        t = x.dtype
+        divisor = ex.op("gcd", x, y, dtype=t)
+        is_zero = ex.op("eq", divisor, ex.constant(0, t), dtype=torch.bool)
+        safe = ex.op("where", is_zero, ex.constant(1, t), divisor, dtype=t)
+        multiple = ex.op("abs", ex.op("mul", ex.op("truncdiv", x, safe, dtype=t), y, dtype=t), dtype=t)
+        return ex.op("where", is_zero, ex.constant(0, t), multiple, dtype=t)
+
+    return pointwise(node, [a, b], build, c_promoted(output_of(node)[1]))
+
+
 @lowering(aten.ldexp.Tensor)
 def lower_ldexp(ctx, node, x, other):
     # torch: x * 2.0 ** other

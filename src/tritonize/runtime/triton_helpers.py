@@ -2,8 +2,8 @@
 
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
-fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit width)
-and integer pow. The CPU path loads this same file a second time under
+fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit width),
+integer pow and gcd. The CPU path loads this same file a second time under
 Triton's interpreter (runtime/loader.py).
 """
 import triton
@@ -105,7 +105,7 @@ def pow_int(base, exponent):
     result = zero + 1
     square = base
     remaining = exponent
-    for _ in tl.static_range(64):
+    for _ in range(64):
         result = tl.where((remaining & 1) != 0, result * square, result)
         square = square * square
         remaining = remaining >> 1
@@ -113,3 +113,17 @@ def pow_int(base, exponent):
     odd = (exponent & 1) != 0
     negative_power = tl.where((base == 1) | (is_minus_one & ~odd), zero + 1, tl.where(is_minus_one, base, zero))
     return tl.where(exponent < 0, negative_power, result)
+
+
+@triton.jit
+def gcd_int(a, b):
+    # Euclid's algorithm on |a|, |b|; 96 steps cover any pair of 64-bit values
+    zero = a * 0 + b * 0
+    x = tl.abs(a + zero)
+    y = tl.abs(b + zero)
+    for _ in range(96):
+        nonzero = x != 0
+        remainder = y % tl.where(nonzero, x, 1)
+        y = tl.where(nonzero, x, y)
+        x = tl.where(nonzero, remainder, x)
+    return y
