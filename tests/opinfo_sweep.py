@@ -18,8 +18,9 @@ What one pair does (run_entry_full):
   * the first sample of `op.sample_inputs(device, dtype, requires_grad=False)` (seed 0);
   * the tensor leaves of (sample.input, sample.args, sample.kwargs) -- pytree-flattened, so a list
     of tensors works -- are the inputs of the compiled function; everything else is closed over;
-  * eager, `tritonize.explain` (for the fallbacks) and a fresh `torch.compile(fn, backend="tritonize")`
-    each get their own copy of the inputs (storage cloned, strides and aliasing kept); the outputs
+  * eager and `tritonize.run_and_explain` (a fresh compilation: its outputs, and the report
+    with the fallbacks) each get their own copy of the inputs
+    (storage cloned, strides and aliasing kept); the outputs
     and the inputs after the call (in-place ops) are compared by the rule in tests/opinfo_compare.py
     (same-dtype eager reference, per-dtype tolerances; fp16/bf16 may match the fp32-upcast
     reference instead).
@@ -194,19 +195,15 @@ def _run(op, device, dtype, result) -> None:
         result.update(status="eager_error", detail=f"eager: {one_line(err)}")
         return
 
-    stage = "explain"
     try:
-        report = tritonize.explain(call.fn, *call.fresh_inputs())
+        compiled_inputs = call.fresh_inputs()
+        actual, report = tritonize.run_and_explain(call.fn, *compiled_inputs)
         result.update(fallbacks=dict(report.fallbacks), graphs=report.graphs, kernels=len(report.kernels),
                       externs=dict(report.externs))
-        stage = "compiled run"
-        torch._dynamo.reset()
-        compiled_inputs = call.fresh_inputs()
-        actual = torch.compile(call.fn, backend="tritonize")(*compiled_inputs)
     except Exception as err:
         frame = tritonize_frame(err)
         result.update(status="fail", category="tritonize_error" if frame else "error",
-                      detail=f"{stage}: {one_line(err)}", tritonize_frame=frame,
+                      detail=f"compiled run: {one_line(err)}", tritonize_frame=frame,
                       generated_frame=generated_frame(err))
         return
     try:
