@@ -18,6 +18,7 @@ import warnings
 import torch
 
 from .codegen.kernel import render_kernel
+from .codegen.reduction_kernel import render_reduction_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
@@ -86,7 +87,8 @@ def render_kernels(plan, graph, dump):
         if not isinstance(step, KernelGroup):
             continue
         name = kernel_name(step, len(kernels))
-        rendered = render_kernel(step, graph.buffers, name)
+        render = render_reduction_kernel if step.is_reduction else render_kernel
+        rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
         if body_key not in by_body:
@@ -104,7 +106,8 @@ def kernel_name(group: KernelGroup, index: int) -> str:
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    return f"triton_poi_fused_{'_'.join(ops[:4])}_{index}"
+    prefix = "red" if group.is_reduction else "poi"
+    return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 
 def eager_graph(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:

@@ -21,6 +21,7 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
+MAX_RBLOCK_LOOPED = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,13 +31,15 @@ class LaunchConfig:
     grid: tuple
 
 
-def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
+                hint: str = "") -> LaunchConfig:
+    """hint: for reductions, "outer" when inputs are contiguous along rows (x), not along r."""
     if kind == "pointwise":
         return pointwise_config(xnumel, ynumel, on_gpu)
     if kind in ("persistent_reduction", "scan"):
-        return persistent_reduction_config(xnumel, rnumel, on_gpu)
+        return persistent_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
     if kind == "reduction":
-        return looped_reduction_config(xnumel, rnumel, on_gpu)
+        return looped_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
     raise ValueError(f"unknown kernel kind {kind!r}")
 
 
@@ -56,29 +59,32 @@ def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
-def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
     """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
-    pass 2048), several rows a program when rows are short."""
+    pass 2048), several rows a program when rows are short. Outer reductions need at least
+    32 rows a program so that loads along the rows coalesce."""
     rblock = triton.next_power_of_2(rnumel)
     budget = 4096 if on_gpu else 1 << 16
     xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
+    if outer:
+        xblock = min(MAX_XBLOCK_REDUCTION, max(xblock, 32), triton.next_power_of_2(xnumel))
     num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
     if rblock * xblock <= 256:
         num_warps = 2
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
-def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
-    """Long rows: one row a program walking RBLOCK elements at a time; outer-looking shapes
-    (many rows, short reductions) take several rows a program."""
+def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
+    """Long rows: one row a program walking RBLOCK elements at a time. Outer reductions (rows
+    contiguous) take 64 rows by 64 reduced elements, so every load is a coalesced row segment."""
     if not on_gpu:
-        rblock = min(4096, triton.next_power_of_2(rnumel))
+        rblock = min(MAX_RBLOCK_LOOPED, triton.next_power_of_2(rnumel))
         xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
         return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
-    if rnumel >= 2048 or xnumel < 128:
-        rblock, xblock, warps = 2048, 1, 8
-    else:
+    if outer:
         rblock, xblock, warps = 64, 64, 8
+    else:
+        rblock, xblock, warps = 2048, 1, 8
     rblock = min(rblock, triton.next_power_of_2(rnumel))
     xblock = min(xblock, triton.next_power_of_2(xnumel))
     return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))

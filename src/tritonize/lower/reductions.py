@@ -1,0 +1,219 @@
+"""Lowerings of reductions: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
+any/all and var.
+
+Each becomes a `ReductionBuffer` (ir/nodes.py): a body over the output's dims and one variable per
+reduced dim, a reduction type and an accumulation dtype (fp32 for fp16/bf16, like eager). The
+lowering returns a lazy value that reads the buffer and casts to the dtype eager gives, so what
+follows a reduction (mean's division, softmax's exp and div) fuses into the same kernel.
+softmax, log_softmax, layer_norm, group_norm, batch_norm, norms, std and logsumexp arrive here as
+these primitives through the decomposition table (lower/decompositions.py).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import Unsupported
+from ..ir import expr as ex
+from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, contiguous_strides
+from ..ir.symbols import dim_vars, reduction_vars
+from .dtypes import upcast
+from .pointwise import output_of
+from .registry import lowering
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def _reduced_dims(dims, rank: int) -> list[int]:
+    """Sorted, unique, non-negative dims; None or [] means every dim (aten's convention)."""
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d + rank if d < 0 else d for d in dims}) if rank else []
+
+
+def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_dtype: torch.dtype,
+           body_fn=None, correction: float = 0.0) -> TensorValue:
+    """A ReductionBuffer of x over dims; returns a value loading it (in acc_dtype)."""
+    kept = [k for k in range(x.rank) if k not in dims]
+    out_size = tuple(1 if k in dims else x.size[k] for k in range(x.rank)) if keepdim else \
+        tuple(x.size[k] for k in kept)
+    ranges = tuple(x.size[k] for k in dims)
+    if 0 in ranges and 0 not in out_size:
+        raise Unsupported("reduction over an empty dim")
+    out_vars, red_vars = dim_vars(len(out_size)), reduction_vars(len(dims))
+    index = [None] * x.rank
+    for j, k in enumerate(dims):
+        index[k] = red_vars[j]
+    for j, k in enumerate(kept):
+        index[k] = out_vars[k if keepdim else j]
+    element = x.at(index)
+    body = body_fn(element) if body_fn else ex.to_dtype(element, acc_dtype)
+    result_dtype = torch.int64 if rtype in ("argmax", "argmin") else body.dtype
+    layout = Layout(out_size, contiguous_strides(out_size), 0, result_dtype, x.device)
+    if 0 in out_size:
+        empty = TensorValue(out_size, result_dtype, x.device, ex.constant(0, result_dtype))
+        return buffer_value(ctx.compute_buffer(empty).name, layout)
+    source = tuple((s, k in dims) for k, s in enumerate(x.size))
+    buffer = ReductionBuffer(ctx.new_name(), layout, body, [ctx.origin()], rtype, ranges, source,
+                             float(correction))
+    ctx.add_computed(buffer)
+    return buffer_value(buffer.name, layout)
+
+
+def _cast(value: TensorValue, dtype: torch.dtype) -> TensorValue:
+    return TensorValue(value.size, dtype, value.device, ex.to_dtype(value.body, dtype))
+
+
+def _accumulation_dtype(out_dtype: torch.dtype) -> torch.dtype:
+    return upcast(out_dtype) if out_dtype.is_floating_point else out_dtype
+
+
+def _sum_like(ctx, node, x, dims, keepdim, rtype):
+    _, out_dtype, _ = output_of(node)
+    acc = _accumulation_dtype(out_dtype)
+    return _cast(reduce(ctx, x, _reduced_dims(dims, x.rank), keepdim, rtype, acc), out_dtype)
+
+
+@lowering(aten.sum.dim_IntList)
+def lower_sum(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
+    return _sum_like(ctx, node, x, dim, keepdim, "sum")
+
+
+@lowering(aten.sum.default)
+def lower_sum_all(ctx, node, x, *, dtype=None):
+    return _sum_like(ctx, node, x, None, False, "sum")
+
+
+@lowering(prims.sum.default)
+def lower_prims_sum(ctx, node, x, dims, *, output_dtype=None):
+    if not dims:
+        return _cast(x, output_of(node)[1])
+    return _sum_like(ctx, node, x, dims, False, "sum")
+
+
+@lowering(aten.prod.dim_int)
+def lower_prod(ctx, node, x, dim, keepdim=False, *, dtype=None):
+    return _sum_like(ctx, node, x, [dim], keepdim, "prod")
+
+
+@lowering(aten.prod.default)
+def lower_prod_all(ctx, node, x, *, dtype=None):
+    return _sum_like(ctx, node, x, None, False, "prod")
+
+
+@lowering(aten.mean.dim)
+def lower_mean(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
+    _, out_dtype, _ = output_of(node)
+    if not out_dtype.is_floating_point:
+        raise Unsupported(f"mean of {out_dtype}")
+    acc = upcast(out_dtype)
+    dims = _reduced_dims(dim, x.rank)
+    total = reduce(ctx, x, dims, keepdim, "sum", acc)
+    count = 1
+    for k in dims:
+        count *= x.size[k]
+    body = ex.op("truediv", total.body, ex.constant(count, acc), dtype=acc)
+    return _cast(TensorValue(total.size, acc, x.device, body), out_dtype)
+
+
+@lowering(aten.mean.default)
+def lower_mean_all(ctx, node, x, *, dtype=None):
+    return lower_mean(ctx, node, x, None, False)
+
+
+def _extremum(ctx, x, dims, keepdim, rtype):
+    acc = upcast(x.dtype) if x.dtype != torch.bool else torch.int32
+    return _cast(reduce(ctx, x, dims, keepdim, rtype, acc), x.dtype)
+
+
+@lowering(aten.amax, prims.amax.default)
+def lower_amax(ctx, node, x, dim=(), keepdim=False):
+    return _extremum(ctx, x, _reduced_dims(dim, x.rank), keepdim, "max")
+
+
+@lowering(aten.amin, prims.amin.default)
+def lower_amin(ctx, node, x, dim=(), keepdim=False):
+    return _extremum(ctx, x, _reduced_dims(dim, x.rank), keepdim, "min")
+
+
+@lowering(aten.max.default)
+def lower_max_all(ctx, node, x):
+    return _extremum(ctx, x, _reduced_dims(None, x.rank), False, "max")
+
+
+@lowering(aten.min.default)
+def lower_min_all(ctx, node, x):
+    return _extremum(ctx, x, _reduced_dims(None, x.rank), False, "min")
+
+
+def _arg_extremum(ctx, x, dims, keepdim, rtype):
+    acc = upcast(x.dtype) if x.dtype != torch.bool else torch.int32
+    index = reduce(ctx, x, dims, keepdim, rtype, acc,
+                   body_fn=lambda e: ex.to_dtype(e, acc))
+    return _cast(index, torch.int64)
+
+
+@lowering(aten.max.dim)
+def lower_max_dim(ctx, node, x, dim, keepdim=False):
+    dims = _reduced_dims([dim], x.rank)
+    return _extremum(ctx, x, dims, keepdim, "max"), _arg_extremum(ctx, x, dims, keepdim, "argmax")
+
+
+@lowering(aten.min.dim)
+def lower_min_dim(ctx, node, x, dim, keepdim=False):
+    dims = _reduced_dims([dim], x.rank)
+    return _extremum(ctx, x, dims, keepdim, "min"), _arg_extremum(ctx, x, dims, keepdim, "argmin")
+
+
+@lowering(aten.argmax.default)
+def lower_argmax(ctx, node, x, dim=None, keepdim=False):
+    dims = list(range(x.rank)) if dim is None else _reduced_dims([dim], x.rank)
+    keep = keepdim and dim is not None
+    return _arg_extremum(ctx, x, dims, keep, "argmax")
+
+
+@lowering(aten.argmin.default)
+def lower_argmin(ctx, node, x, dim=None, keepdim=False):
+    dims = list(range(x.rank)) if dim is None else _reduced_dims([dim], x.rank)
+    keep = keepdim and dim is not None
+    return _arg_extremum(ctx, x, dims, keep, "argmin")
+
+
+def _truth(ctx, node, x, dim, keepdim, rtype):
+    nonzero = lambda e: ex.to_dtype(ex.to_dtype(e, torch.bool), torch.int32)  # noqa: E731
+    dims = _reduced_dims(dim, x.rank)
+    flag = reduce(ctx, x, dims, keepdim, rtype, torch.int32, body_fn=nonzero)
+    return _cast(flag, output_of(node)[1])
+
+
+@lowering(aten.any.default, aten.any.dim, aten.any.dims)
+def lower_any(ctx, node, x, dim=None, keepdim=False):
+    return _truth(ctx, node, x, dim, keepdim, "max")
+
+
+@lowering(aten.all.default, aten.all.dim, aten.all.dims)
+def lower_all(ctx, node, x, dim=None, keepdim=False):
+    return _truth(ctx, node, x, dim, keepdim, "min")
+
+
+def _variance(ctx, node, x, dims, correction, keepdim):
+    _, out_dtype, _ = output_of(node)
+    if not out_dtype.is_floating_point:
+        raise Unsupported(f"var of {out_dtype}")
+    acc = upcast(out_dtype)
+    return _cast(reduce(ctx, x, dims, keepdim, "var", acc, correction=correction), out_dtype)
+
+
+@lowering(aten.var.correction)
+def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
+    correction = 1 if correction is None else correction
+    return _variance(ctx, node, x, _reduced_dims(dim, x.rank), correction, keepdim)
+
+
+@lowering(prims.var.default)
+def lower_prims_var(ctx, node, x, dims, correction=1.0, *, output_dtype=None):
+    if not dims and x.rank:
+        raise Unsupported("prims.var over no dims")
+    return _variance(ctx, node, x, _reduced_dims(dims, x.rank), correction, False)
