@@ -128,7 +128,8 @@ def _needs_int64(space: RowIteration) -> bool:
     if space.xnumel * space.rnumel > INT32_LIMIT:
         return True
     ranges = dict(space.x_dims + space.r_dims)
-    return any((upper_bound(e, ranges) or INT32_LIMIT + 1) > INT32_LIMIT for e in space.rewrite.values())
+    bounds = [upper_bound(e, ranges) for e in space.rewrite.values()]
+    return any(b is None or b > INT32_LIMIT for b in bounds)
 
 
 @dataclasses.dataclass

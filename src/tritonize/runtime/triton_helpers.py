@@ -11,22 +11,23 @@ import triton.language as tl
 
 @triton.jit
 def maximum(a, b):
-    return tl.where((a > b) | (a != a), a, b)
+    # nested wheres, not `|`: the interpreter cannot `|` a scalar mask with a block one
+    return tl.where(a != a, a, tl.where(a > b, a, b))
 
 
 @triton.jit
 def minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    return tl.where(a != a, a, tl.where(a < b, a, b))
 
 
 @triton.jit
 def fmax(a, b):
-    return tl.where((a >= b) | (b != b), a, b)
+    return tl.where(b != b, a, tl.where(a >= b, a, b))
 
 
 @triton.jit
 def fmin(a, b):
-    return tl.where((a <= b) | (b != b), a, b)
+    return tl.where(b != b, a, tl.where(a <= b, a, b))
 
 
 @triton.jit
