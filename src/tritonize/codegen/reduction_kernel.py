@@ -48,9 +48,13 @@ class RowIteration:
     xnumel: int
     rnumel: int
 
-    def has_r(self, index) -> bool:
-        r_symbols = {s for s, _ in self.r_dims}
-        return bool(index.free_symbols & r_symbols)
+    @property
+    def x_symbols(self) -> set:
+        return {s for s, _ in self.x_dims}
+
+    @property
+    def r_symbols(self) -> set:
+        return {s for s, _ in self.r_dims}
 
 
 def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
@@ -188,8 +192,11 @@ class _ReductionWriter(_BodyWriter):
             value = self.render(member.body, self._mask_of(member))
             self.stored_values[(name, rewritten)] = value
             return value
-        if mask == self.full_mask and not self.space.has_r(rewritten):
-            mask = self.x_mask
+        if mask == self.full_mask:  # mask only the dims the index varies along
+            symbols = rewritten.free_symbols
+            wanted = [self.x_mask if symbols & self.space.x_symbols else None,
+                      "rmask" if self.apply_r_mask and symbols & self.space.r_symbols else None]
+            mask = " & ".join(m for m in wanted if m) or None
         return super()._load(e, mask)
 
     def _mask_of(self, member: Member):
