@@ -105,10 +105,15 @@ def test_var_mean_is_one_kernel(device):
 
 def test_long_rows_use_a_looped_kernel(device):
     x = _rand(3, 20000, device=device)
-    report = check(lambda x: (torch.softmax(x, -1), x.var(-1), x.argmax(-1), x.amin(-1)), x,
-                   atol=1e-5, rtol=1e-4)
-    assert {k.kind for k in report.kernels} == {"reduction"}
+    report = check(lambda x: (x.var(-1), x.argmax(-1)), x, atol=1e-5, rtol=1e-4)
+    assert [k.kind for k in report.kernels] == ["reduction"] * 2
     assert not report.fallbacks
+
+
+def test_looped_softmax_is_one_kernel(device):
+    # 520 rows: enough programs that the reductions are not split
+    report = check(lambda x: torch.softmax(x, -1), _rand(520, 8200, device=device), atol=1e-5, rtol=1e-4)
+    _one_kernel(report, "reduction")
 
 
 def test_looped_welford_is_numerically_stable(device):
@@ -175,3 +180,12 @@ def test_low_precision_softmax_accumulates_in_fp32(device):
     x = _rand(16, 3000, device=device, dtype=torch.bfloat16)
     check(lambda x: torch.softmax(x, -1), x)
     check(lambda x: x.sum(-1), x, atol=1e-1, rtol=2e-2)
+
+
+@pytest.mark.parametrize("shape,dims", [((100, 100), None), ((5000, 3), 0), ((3, 5001), 1), ((2, 70, 90), (1, 2))])
+def test_split_reductions_use_two_kernels(device, shape, dims):
+    x = _rand(*shape, device=device)
+    fn = (lambda x: (x.sum(), x.amax())) if dims is None else (lambda x: (x.sum(dims), x.amin(dims, keepdim=True)))
+    report = check(fn, x, atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks
+    assert len(report.kernels) == 4  # a partial and a final kernel for each reduction

@@ -13,25 +13,13 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.nodes import neutral_value
 from .ops_table import render_constant, render_op, triton_dtype
 
 LANE_REDUCERS = {"sum": "helpers.sum2({0}, 1)", "prod": "helpers.prod({0}, 1)",
                  "max": "helpers.max2({0}, 1)", "min": "helpers.min2({0}, 1)"}
 LANE_UPDATES = {"sum": "{0} + {1}", "prod": "{0} * {1}", "max": "helpers.maximum({0}, {1})",
                 "min": "helpers.minimum({0}, {1})"}
-
-
-def neutral_value(rtype: str, dtype: torch.dtype):
-    """The element that leaves a reduction unchanged (what masked lanes hold)."""
-    if rtype in ("sum", "var"):
-        return 0
-    if rtype == "prod":
-        return 1
-    largest = rtype in ("min", "argmin")
-    if dtype.is_floating_point:
-        return float("inf") if largest else float("-inf")
-    info = torch.iinfo(dtype)
-    return info.max if largest else info.min
 
 
 def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel: int) -> str:

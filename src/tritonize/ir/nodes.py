@@ -117,6 +117,19 @@ class ComputedBuffer(Buffer):
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var")
 
 
+def neutral_value(rtype: str, dtype: torch.dtype):
+    """The element that leaves a reduction unchanged (what masked lanes hold)."""
+    if rtype in ("sum", "var"):
+        return 0
+    if rtype == "prod":
+        return 1
+    largest = rtype in ("min", "argmin")
+    if dtype.is_floating_point:
+        return float("inf") if largest else float("-inf")
+    info = torch.iinfo(dtype)
+    return info.max if largest else info.min
+
+
 @dataclasses.dataclass
 class ReductionBuffer(ComputedBuffer):
     """A buffer whose element at output index d reduces `body` over the reduced dims.

@@ -14,8 +14,8 @@ import torch
 
 from ..errors import Unsupported
 from ..ir import expr as ex
-from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, contiguous_strides
-from ..ir.symbols import dim_vars, reduction_vars
+from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, contiguous_strides, neutral_value
+from ..ir.symbols import FloorDiv, ModularIndexing, affine_coefficients, dim_vars, reduction_vars
 from .dtypes import upcast
 from .pointwise import output_of
 from .registry import lowering
@@ -55,11 +55,99 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
     if 0 in out_size:
         empty = TensorValue(out_size, result_dtype, x.device, ex.constant(0, result_dtype))
         return buffer_value(ctx.compute_buffer(empty).name, layout)
+    split = split_factor(_product(out_size), _product(ranges), _is_outer(element, red_vars))
+    if rtype in SPLITTABLE and split > 1:
+        return _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split)
     source = tuple((s, k in dims) for k, s in enumerate(x.size))
     buffer = ReductionBuffer(ctx.new_name(), layout, body, [ctx.origin()], rtype, ranges, source,
                              float(correction))
     ctx.add_computed(buffer)
     return buffer_value(buffer.name, layout)
+
+
+# --- split reductions: few, long rows use the whole GPU in two kernels ----------------------
+
+SPLITTABLE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}
+TARGET_PROGRAMS = 1024
+MIN_SPLIT_CHUNK = 1024
+
+
+def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
+    """How many partial results a row is split into (1: no split). A looped inner reduction
+    runs a row a program; an outer one 64 rows a program. Split until about TARGET_PROGRAMS
+    programs run, keeping each partial at least MIN_SPLIT_CHUNK elements long."""
+    if rnumel < 4 * MIN_SPLIT_CHUNK:
+        return 1
+    programs = -(-xnumel // 64) if outer else xnumel
+    if programs * 2 > TARGET_PROGRAMS:
+        return 1
+    split = 1
+    while programs * split < TARGET_PROGRAMS and (split * 2) * MIN_SPLIT_CHUNK <= rnumel:
+        split *= 2
+    return split
+
+
+def _is_outer(element: ex.Expr, red_vars) -> bool:
+    """True when no load is contiguous along the innermost reduced dim (an outer reduction)."""
+    if not red_vars:
+        return False
+    innermost = red_vars[-1]
+    for load in ex.loads(element):
+        coeffs = affine_coefficients(load.args[1], [innermost])
+        if coeffs is not None and coeffs.get(innermost, 0) == 1:
+            return False
+    return bool(ex.loads(element))
+
+
+def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split) -> TensorValue:
+    """Reduce chunks of each row into `split` partials (kernel 1), then the partials (kernel 2)."""
+    ranges = [x.size[k] for k in dims]
+    rnumel = _product(ranges)
+    chunk = -(-rnumel // split)
+    kept_size = tuple(x.size[k] for k in kept)
+    partial_vars = dim_vars(len(kept_size) + 1)
+    flat = partial_vars[-1] * chunk + reduction_vars(1)[0]
+    # body is over the final output's dims; re-index it: kept dims and the flat reduced position
+    out_vars = dim_vars(len(out_size))
+    mapping = {}
+    for j, k in enumerate(kept):
+        mapping[out_vars[k if len(out_size) == x.rank else j]] = partial_vars[j]
+    stride = rnumel
+    for j, size in enumerate(ranges):
+        stride //= size
+        mapping[reduction_vars(len(dims))[j]] = ModularIndexing(flat, stride, size) if j else FloorDiv(flat, stride)
+    element = ex.substitute(body, mapping)
+    if chunk * split != rnumel:
+        inside = ex.op("lt", ex.index_expr(flat, torch.int64), ex.constant(rnumel, torch.int64), dtype=torch.bool)
+        element = ex.masked(inside, element, neutral_value(rtype, body.dtype))
+    partial_size = kept_size + (split,)
+    partial = ReductionBuffer(ctx.new_name(), Layout(partial_size, contiguous_strides(partial_size), 0,
+                                                     body.dtype, x.device),
+                              element, [ctx.origin()], rtype, (chunk,),
+                              tuple((s, False) for s in partial_size) + ((chunk, True),))
+    ctx.add_computed(partial)
+    partials = buffer_value(partial.name, partial.layout)
+    final_dims = [len(kept_size)]
+    keep = len(out_size) == x.rank and bool(dims)
+    result = reduce(ctx, partials, final_dims, False, SPLITTABLE[rtype], body.dtype)
+    if keep:
+        result = TensorValue(out_size, result.dtype, result.device,
+                             ex.substitute(result.body, _drop_reduced(out_size, dims)))
+    return result
+
+
+def _drop_reduced(out_size, dims) -> dict:
+    """keepdim: the non-keepdim result's dim j is the j-th kept dim of the keepdim output."""
+    kept = [k for k in range(len(out_size)) if k not in dims]
+    out_vars = dim_vars(len(out_size))
+    return {dim_vars(len(kept))[j]: out_vars[k] for j, k in enumerate(kept)}
+
+
+def _product(values) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
 
 
 def _cast(value: TensorValue, dtype: torch.dtype) -> TensorValue:
