@@ -117,7 +117,7 @@ class UserKernelLauncher:
         self.grids = [tuple(g) for g in grids]
         self.tma_metadata = dict(tma_metadata)
 
-    def __call__(self, **tensors) -> None:
+    def __call__(self, /, **tensors) -> None:
         launch_user_kernel(self.kernel, self.grids, {**tensors, **self.constants}, self.tma_metadata)
 
     def __repr__(self) -> str:
