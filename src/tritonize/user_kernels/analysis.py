@@ -16,7 +16,7 @@ integer turned into a pointer from nothing we can trace, derives from UNKNOWN.
   its results derive from) and the summary is applied at the call; recursion is an error.
 
 Anything this module does not know (an op outside the tables, an op with regions we do not
-model, impure inline asm, branches between blocks) raises `UnknownOperation`; the caller
+model, impure inline asm) raises `UnknownOperation`; the caller
 then reports every tensor argument as written. An over-approximation is allowed, an
 under-approximation never.
 """
@@ -48,11 +48,12 @@ PURE_TT_OPS = frozenset({
     "tt.mulhiui", "tt.extern_elementwise", "tt.reinterpret_tensor_descriptor",
 })
 PURE_DIALECTS = ("arith.", "math.", "ub.")
-PURE_OTHER_OPS = frozenset({"gpu.barrier"})
+PURE_OTHER_OPS = frozenset({"gpu.barrier", "ttg.barrier"})
+BRANCHES = frozenset({"cf.br", "cf.cond_br"})  # between the blocks of a function (early returns)
 TERMINATORS = frozenset({
     "scf.yield", "scf.condition", "tt.return", "tt.reduce.return", "tt.scan.return",
     "tt.map_elementwise.return",
-})
+}) | BRANCHES
 # Ops with regions that the analysis models, and the method that does it.
 REGION_HANDLERS = {
     "scf.for": "_scf_for", "scf.while": "_scf_while", "scf.if": "_scf_if",
@@ -109,16 +110,20 @@ class FunctionAnalysis:
             self.changed = True
 
     def run(self) -> FunctionSummary:
-        # Blocks after the first are left behind by early returns (unreachable). Branches between
-        # blocks would pass block arguments and use cf ops, which are unknown: both raise.
-        if any(block.args for block in self.function.blocks[1:]):
-            raise UnknownOperation(f"function {self.function.name} branches between blocks")
+        # Early returns split a function into blocks joined by cf branches. The blocks are
+        # analyzed as one (flow-insensitively); a block argument may receive any branch operand.
+        blocks = self.function.blocks
+        branches = [op for block in blocks for op in block.ops if op.name in BRANCHES]
         for index, param in enumerate(self.function.params):
             self.join(param, {index})
         self.changed = True
         while self.changed:
             self.changed = False
-            for block in self.function.blocks:
+            branch_sources = self.union(v for op in branches for v in op.operands)
+            for block in blocks[1:]:
+                for arg in block.args:
+                    self.join(arg, branch_sources)
+            for block in blocks:
                 self.visit_block(block)
         return FunctionSummary(frozenset(self.writes), frozenset(self.reads), tuple(self.returns))
 

@@ -61,10 +61,10 @@ class TtirError(RuntimeError):
 
 
 def is_tensor_argument(value) -> bool:
-    return isinstance(value, torch.Tensor) or _is_tensor_descriptor(value)
+    return isinstance(value, torch.Tensor) or is_tensor_descriptor(value)
 
 
-def _is_tensor_descriptor(value) -> bool:
+def is_tensor_descriptor(value) -> bool:
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor
     except ImportError:

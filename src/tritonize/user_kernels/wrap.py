@@ -21,13 +21,15 @@ from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 from .binding import UserKernelError, base_function, bind_arguments, grids_per_config
 from .hop import tritonize_kernel_mutation
 from .launch import launch_user_kernel, on_gpu
+from .ttir import is_tensor_descriptor
 
 
 def wrap_triton(kernel) -> "WrappedKernel":
     """Make `kernel[grid](...)` capturable by torch.compile (tritonize), make_fx and export."""
     if isinstance(kernel, WrappedKernel):
         return kernel
-    base_function(kernel)  # a clear error now for anything that is not a Triton kernel
+    if not torch.compiler.is_dynamo_compiling():
+        base_function(kernel)  # a clear error now for anything that is not a Triton kernel
     return WrappedKernel(kernel, None)
 
 
@@ -56,10 +58,18 @@ def _is_graph_value(value) -> bool:
     return isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
-def _split_graph_values(values: dict) -> tuple[dict, dict]:
-    graph_values = {k: v for k, v in values.items() if _is_graph_value(v)}
-    constants = {k: v for k, v in values.items() if not _is_graph_value(v)}
-    return graph_values, constants
+def _split_graph_values(values: dict) -> tuple[dict, dict, dict]:
+    """(graph values, constants, TMA metadata): host TMA descriptors travel as their tensor."""
+    graph_values, constants, tma = {}, {}, {}
+    for name, value in values.items():
+        if is_tensor_descriptor(value):
+            graph_values[name] = value.base
+            tma[name] = ("stable", (list(value.block_shape),))
+        elif _is_graph_value(value):
+            graph_values[name] = value
+        else:
+            constants[name] = value
+    return graph_values, constants, tma
 
 
 def _being_traced(values: dict) -> bool:
@@ -89,18 +99,18 @@ class WrappedKernel:
             return self._capture_in_dynamo(args, kwargs)
         call = bind_arguments(self.kernel, args, kwargs)
         values = {**call.arguments, **call.options}
-        grids = grids_per_config(call, self.grid)
         if _being_traced(values):
-            graph_values, constants = _split_graph_values(values)
+            graph_values, constants, tma = _split_graph_values(values)
             tritonize_kernel_mutation(
                 kernel_idx=kernel_side_table.add_kernel(self.kernel),
                 constant_args_idx=kernel_side_table.add_constant_args(constants),
-                grid=grids, tma_descriptor_metadata={}, kwargs=graph_values)
-            return None
-        if on_gpu(values):
+                grid=grids_per_config(call, self.grid), tma_descriptor_metadata=tma, kwargs=graph_values)
+        elif on_gpu(values):
+            if self.grid is None:
+                grids_per_config(call, None)  # raises the error that names the kernel
             self.kernel[self.grid](*args, **kwargs)
         else:
-            launch_user_kernel(self.kernel, grids, values)
+            launch_user_kernel(self.kernel, grids_per_config(call, self.grid), values)
         return None
 
     def _capture_in_dynamo(self, args, kwargs) -> None:
@@ -109,7 +119,7 @@ class WrappedKernel:
             return None
         call = bind_arguments(self.kernel, args, kwargs)
         grids = grids_per_config(call, self.grid)
-        graph_values, constants = _split_graph_values({**call.arguments, **call.options})
+        graph_values, constants, _ = _split_graph_values({**call.arguments, **call.options})
         call_captured_kernel(register_kernel(self.kernel), grids, constants, graph_values)
         return None
 
