@@ -237,3 +237,37 @@ def test_bad_arguments_in_compiled_code_name_the_kernel():
     with pytest.raises(Exception, match=r"add_kernel[\s\S]*argument") as info:
         torch.compile(fn, backend="tritonize", fullgraph=True)(randn(8))
     assert "out_ptr" in str(info.value) or DEVICE == "cuda"
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def scaled_copy_kernel(x_ptr, out_ptr, n, SCALE: tl.constexpr = 3, BLOCK: tl.constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_defaults_and_configs_that_set_a_defaulted_parameter(compiled):
+    def fn(x):
+        out = torch.empty_like(x)
+        tritonize.wrap_triton(scaled_copy_kernel)[grid_for(x.numel())](x, out, x.numel())
+        return out
+
+    x = randn(100)
+    run = torch.compile(fn, backend="tritonize") if compiled else fn
+    torch.testing.assert_close(run(x), x * 3)
+    assert tritonize.mutated_arguments(scaled_copy_kernel, x, x, 100) == ["out_ptr"]
+
+
+def test_dynamic_shapes_run_the_kernel():
+    def fn(x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        tritonize.wrap_triton(add_kernel)[lambda meta: (cdiv(n, meta["BLOCK"]),)](x, y, out, n, BLOCK=32)
+        return out * 2
+
+    run = torch.compile(fn, backend="tritonize", dynamic=True)
+    for n in (50, 70, 90):
+        x, y = randn(n), randn(n)
+        torch.testing.assert_close(run(x, y), (x + y) * 2)

@@ -3,7 +3,7 @@
 A user kernel is a `triton.jit` function, possibly wrapped in `triton.heuristics` and one
 `triton.autotune` layer. A call `kernel[grid](*args, **kwargs)` is normalized here into:
 
-* `arguments`: every kernel parameter the caller gave (or that has a default), by name;
+* `arguments`: every kernel parameter the caller gave, by name;
 * `options`: launch options that are not parameters (num_warps, num_stages, ...);
 * per autotune config, the parameters the config and the heuristics add (`resolve`), and the
   grid evaluated with them (`grids_per_config`).
@@ -73,7 +73,7 @@ def autotuner_of(kernel):
 @dataclasses.dataclass
 class BoundCall:
     kernel: Any
-    arguments: dict[str, Any]  # kernel parameter -> value, as the caller gave them (plus defaults)
+    arguments: dict[str, Any]  # kernel parameter -> value, as the caller gave them
     options: dict[str, Any]    # launch options (num_warps, ...)
 
     @property
@@ -101,9 +101,6 @@ def bind_arguments(kernel, args: tuple, kwargs: dict) -> BoundCall:
             options[key] = value
         else:
             raise UserKernelError(f"kernel {name} has no parameter '{key}' (parameters: {', '.join(params)})")
-    for param in jit.params:
-        if param.name not in arguments and param.has_default:
-            arguments[param.name] = param.default
     return BoundCall(kernel, arguments, options)
 
 
@@ -126,7 +123,7 @@ def first_config(autotuner, arguments: dict):
 @dataclasses.dataclass
 class ResolvedCall:
     jit: Any                   # the triton.jit function
-    arguments: dict[str, Any]  # every parameter, including those set by configs and heuristics
+    arguments: dict[str, Any]  # every parameter: given, set by configs and heuristics, or default
     options: dict[str, Any]
     config: Any = None         # the autotune config used, if any
 
@@ -145,6 +142,9 @@ def resolve(call: BoundCall, config=None) -> ResolvedCall:
             arguments.update(chosen.kwargs)
             options.update(config_options(chosen))
         layer = layer.fn
+    for param in layer.params:  # defaults last, as Triton applies them: configs may set them
+        if param.name not in arguments and param.has_default:
+            arguments[param.name] = param.default
     missing = [p for p in layer.arg_names if p not in arguments]
     if missing:
         raise UserKernelError(f"kernel {call.name}: missing argument(s) {', '.join(repr(m) for m in missing)}")

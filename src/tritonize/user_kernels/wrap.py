@@ -49,9 +49,11 @@ def register_kernel(kernel) -> int:
 @torch._dynamo.allow_in_graph
 def call_captured_kernel(kernel_idx: int, grids: list, constants: dict, graph_values: dict) -> None:
     """The opaque call Dynamo records; traced by AOTAutograd into tritonize_kernel_mutation."""
+    # Split again with real types: symbolic sizes may have come through as "constants".
+    graph_values, constants, tma = _split_graph_values({**constants, **graph_values})
     constant_args_idx = kernel_side_table.add_constant_args(constants)
     tritonize_kernel_mutation(kernel_idx=kernel_idx, constant_args_idx=constant_args_idx, grid=grids,
-                              tma_descriptor_metadata={}, kwargs=graph_values)
+                              tma_descriptor_metadata=tma, kwargs=graph_values)
 
 
 def _is_graph_value(value) -> bool:
