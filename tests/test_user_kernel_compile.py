@@ -220,3 +220,41 @@ def test_num_warps_in_graph_and_mutation_report_kind():
 
     report = run_both(fn, randn(200))
     assert report.clones == [] and [k.kind for k in report.user_kernels] == ["user"]
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+
+
+class TripleWithKernels(torch.autograd.Function):
+    """Gradients for user kernels come from an autograd.Function, as in eager PyTorch."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        tritonize.wrap_triton(scale_kernel)[(cdiv(x.numel(), 32),)](x, out, x.numel(), SCALE=3, BLOCK=32)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous()
+        grad_in = torch.empty_like(grad)
+        tritonize.wrap_triton(scale_kernel)[(cdiv(grad.numel(), 32),)](grad, grad_in, grad.numel(), SCALE=3, BLOCK=32)
+        return grad_in
+
+
+def test_training_through_an_autograd_function():
+    def fn(x):
+        return TripleWithKernels.apply(x.sin()).square().sum()
+
+    x = randn(100).requires_grad_()
+    fn(x).backward()
+    expected = x.grad.clone()
+    x.grad = None
+    loss = torch.compile(fn, backend="tritonize")(x)
+    loss.backward()
+    torch.testing.assert_close(loss, fn(x.detach()))
+    torch.testing.assert_close(x.grad, expected)

@@ -271,3 +271,21 @@ def test_dynamic_shapes_run_the_kernel():
     for n in (50, 70, 90):
         x, y = randn(n), randn(n)
         torch.testing.assert_close(run(x, y), (x + y) * 2)
+
+
+@triton.jit
+def tuple_kernel(pointers, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(pointers[1] + offs, tl.load(pointers[0] + offs, mask=offs < n), mask=offs < n)
+
+
+def test_tuple_of_tensors_is_refused_by_name_when_captured():
+    def fn(x):
+        out = torch.empty_like(x)
+        tritonize.wrap_triton(tuple_kernel)[(1,)]((x, out), x.numel(), BLOCK=16)
+        return out
+
+    x = randn(10)
+    torch.testing.assert_close(fn(x), x)  # eager code runs it
+    with pytest.raises(UserKernelError, match="tuple_kernel: argument 'pointers' is a tuple holding tensors"):
+        make_fx(fn)(x)

@@ -165,9 +165,7 @@ def evaluate_grid(kernel_label: str, grid, meta: dict) -> tuple:
     if grid is None:
         raise UserKernelError(f"kernel {kernel_label} launched without a grid: use kernel[grid](...)")
     value = grid(meta) if callable(grid) else grid
-    if isinstance(value, int) or hasattr(value, "__index__") and not isinstance(value, (tuple, list)):
-        value = (value,)
-    value = tuple(value)
+    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(value) <= 3:
         raise UserKernelError(f"kernel {kernel_label}: a grid has 1 to 3 dimensions, got {value!r}")
     return value

@@ -99,7 +99,9 @@ def launch_interpreted(kernel, grids: list, values: dict, tma_metadata: dict) ->
 
 
 def on_gpu(values: dict) -> bool:
-    return any(isinstance(v, torch.Tensor) and v.device.type != "cpu" for v in values.values())
+    """Whether a call's tensors (or the tensors under its TMA descriptors) live on a GPU."""
+    tensors = [getattr(v, "base", v) for v in values.values()]
+    return any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in tensors)
 
 
 def launch_user_kernel(kernel, grids: list, values: dict, tma_metadata: dict | None = None) -> None:

@@ -60,10 +60,13 @@ def _is_graph_value(value) -> bool:
     return isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
-def _split_graph_values(values: dict) -> tuple[dict, dict, dict]:
+def _split_graph_values(values: dict, kernel_label: str = "") -> tuple[dict, dict, dict]:
     """(graph values, constants, TMA metadata): host TMA descriptors travel as their tensor."""
     graph_values, constants, tma = {}, {}, {}
     for name, value in values.items():
+        if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+            raise UserKernelError(f"kernel {kernel_label}: argument '{name}' is a tuple holding tensors, "
+                                  "which graphs cannot capture yet; pass the tensors separately")
         if is_tensor_descriptor(value):
             graph_values[name] = value.base
             tma[name] = ("stable", (list(value.block_shape),))
@@ -102,7 +105,7 @@ class WrappedKernel:
         call = bind_arguments(self.kernel, args, kwargs)
         values = {**call.arguments, **call.options}
         if _being_traced(values):
-            graph_values, constants, tma = _split_graph_values(values)
+            graph_values, constants, tma = _split_graph_values(values, call.name)
             tritonize_kernel_mutation(
                 kernel_idx=kernel_side_table.add_kernel(self.kernel),
                 constant_args_idx=kernel_side_table.add_constant_args(constants),
@@ -121,7 +124,7 @@ class WrappedKernel:
             return None
         call = bind_arguments(self.kernel, args, kwargs)
         grids = grids_per_config(call, self.grid)
-        graph_values, constants, _ = _split_graph_values({**call.arguments, **call.options})
+        graph_values, constants, _ = _split_graph_values({**call.arguments, **call.options}, call.name)
         call_captured_kernel(register_kernel(self.kernel), grids, constants, graph_values)
         return None
 
