@@ -140,7 +140,7 @@ def test_export_captures_and_runs():
             return out * 2
 
     x, y = randn(100), randn(100)
-    program = torch.export.export(Model(), (x, y))
+    program = torch.export.export(Model(), (x, y), strict=False)
     torch.testing.assert_close(program.module()(x, y), (x + y + 1) * 2)
     decomposed = program.run_decompositions()
     functional = [n for n in decomposed.graph.nodes if "tritonize_kernel_functional" in str(n.target)]

@@ -111,8 +111,7 @@ class WrappedKernel:
                 constant_args_idx=kernel_side_table.add_constant_args(constants),
                 grid=grids_per_config(call, self.grid), tma_descriptor_metadata=tma, kwargs=graph_values)
         elif on_gpu(values):
-            if self.grid is None:
-                grids_per_config(call, None)  # raises the error that names the kernel
+            grids_per_config(call, self.grid)  # a bad call or grid fails here, naming the kernel
             self.kernel[self.grid](*args, **kwargs)
         else:
             launch_user_kernel(self.kernel, grids_per_config(call, self.grid), values)
