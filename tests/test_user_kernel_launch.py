@@ -86,8 +86,21 @@ def _tolerance(name):
     return {"atol": 1e-2, "rtol": 1e-2} if name == "dot" else {"atol": 1e-5, "rtol": 1e-5}
 
 
+def _interpreter_cannot_range_over_scalars() -> bool:
+    """Triton < 3.7's interpreter turns a scalar argument used as a range() bound into a 1-element
+    array, which numpy >= 2.4 refuses to convert to an int (fixed in Triton's interpreter since)."""
+    import numpy
+
+    def version(text):
+        return tuple(int(p) for p in text.split(".")[:2])
+
+    return DEVICE == "cpu" and version(triton.__version__) < (3, 7) and version(numpy.__version__) >= (2, 4)
+
+
 @pytest.mark.parametrize("name", sorted(EAGER_CASES))
 def test_eager_launch(name):
+    if name == "pointer_loop" and _interpreter_cannot_range_over_scalars():
+        pytest.xfail("Triton's interpreter bug with numpy >= 2.4 (range over a scalar argument)")
     kernel, grid, make_args, kwargs, expected = EAGER_CASES[name]
     args = make_args()
     want = expected([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
