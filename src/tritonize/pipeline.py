@@ -1,7 +1,8 @@
 """compile_graph: the whole compiler, stage by stage. Read this first.
 
     aten FX graph
-      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls
+      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls, user kernels
+      -> reinplace_user_kernels (schedule/) user kernels write in place where nothing needs a copy
       -> schedule          (schedule/)  ordered kernel groups and extern calls, fused
       -> render_kernel     (codegen/)   one @triton.jit kernel per group
       -> render_wrapper    (codegen/)   the Python module that allocates, launches, frees
@@ -23,10 +24,12 @@ from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
-from .report import GraphArtifacts, KernelInfo
+from .report import GraphArtifacts, KernelInfo, user_kernel_info
 from .runtime.loader import load_source_module
 from .schedule.fusion import KernelGroup, schedule
+from .schedule.reinplace import reinplace_user_kernels
 
 
 class CompiledGraph:
@@ -47,6 +50,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     dump.write("0_aten_graph.py", gm.print_readable(print_output=False))
     try:
         graph = lower_graph(gm, example_inputs, options)
+        reinplace_user_kernels(graph)
         dump.write("1_ir.txt", graph.render())
         plan = schedule(graph)
         dump.write("2_schedule.txt", plan.render())
@@ -62,12 +66,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     except Exception as err:  # a bug in the compiler: say where, never run wrong code
         return _on_failure(gm, options, CompileError("codegen", f"{type(err).__name__}: {err}"))
     module.CONSTANTS.update(constants)
+    user_kernels = [op for op in plan.steps if isinstance(op, UserKernelCall)]
     artifacts = GraphArtifacts(
-        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()],
+        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()]
+        + [user_kernel_info(op) for op in user_kernels],
         [(str(op.target), op.reason) for op in graph.operations
          if isinstance(op, ExternCall) and op.kind == "fallback"],
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
-        wrapper)
+        wrapper,
+        clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
     return CompiledGraph(module.call, artifacts)
 
 
