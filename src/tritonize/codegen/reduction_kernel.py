@@ -65,7 +65,9 @@ def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     rblock = triton.next_power_of_2(max(space.rnumel, 1))
     persistent = rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
     writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space))
-    writer.write_all(_stages(members))
+    pairs = {} if persistent else online_softmax_pairs(members)
+    writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
+    writer.write_all(_stages(members, pairs))
     kind = "persistent_reduction" if persistent else "reduction"
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
@@ -143,14 +145,36 @@ class Stage:
     rows: list = dataclasses.field(default_factory=list)
 
 
-def _stages(members) -> list[Stage]:
-    """Assign members to stages: see the module docstring."""
+def online_softmax_pairs(members) -> dict:
+    """{name of a sum member of the form exp(E - M): the max member M = max(E)}: looped kernels
+    compute both in one pass over E (helpers.online_softmax_update)."""
+    by_name = {m.buffer.name: m for m in members}
+    pairs = {}
+    for m in members:
+        body = m.body
+        if m.role != "reduction" or m.buffer.reduction_type != "sum" or body.op != "exp":
+            continue
+        if body.args[0].op != "sub" or body.args[0].args[1].op != "load":
+            continue
+        value, shift = body.args[0].args
+        partner = by_name.get(shift.args[0])
+        if (partner is not None and partner.role == "reduction" and partner.buffer.reduction_type == "max"
+                and partner.body == value):
+            pairs[m.buffer.name] = partner
+    return pairs
+
+
+def _stages(members, pairs: dict) -> list[Stage]:
+    """Assign members to stages: see the module docstring. A sum paired with its max (online
+    softmax) runs in the max's stage."""
     available: dict[str, int] = {}  # first stage whose loop can use the value
     names = {m.buffer.name for m in members}
     placed = []
     for m in members:
         deps = {e.args[0] for e in ex.loads(m.body)} & names
         ready = max((available[d] for d in deps), default=0)
+        if m.buffer.name in pairs:
+            ready = available[pairs[m.buffer.name].buffer.name] - 1
         available[m.buffer.name] = ready + 1 if m.role == "reduction" else ready
         placed.append((m, ready))
     count = max([r + 1 for _, r in placed] + [1])
@@ -176,7 +200,7 @@ class _ReductionWriter(_BodyWriter):
         self.r_mask = "rmask" if space.rnumel % limit or not persistent else None
         self.apply_r_mask = space.rnumel % limit != 0
         self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
-        self.body_lines: list[str] = []
+        self.online: dict[str, str] = {}  # max member name -> the sum member computed with it
 
     def _base_mask(self):
         return None
@@ -270,14 +294,21 @@ class _ReductionWriter(_BodyWriter):
         outer_lines, saved = self.lines, (dict(self.cache), dict(self.stored_values))
         self.lines = []
         self.lines += self.r_index_lines("roffset + tl.arange(0, RBLOCK)[None, :]")
-        states = []
+        states, online = [], []
+        paired_sums = set(self.online.values())
         for m in stage.reductions:
+            if m.buffer.name in paired_sums:
+                continue
             value = self.render(m.body, self.full_mask)
             dtype = m.body.dtype
             state = [f"acc{self.counter}_{k}" for k in range(3)]
             self.counter += 1
             outer_lines += init_lines(m.buffer, state, dtype)
-            update_lines(self, m.buffer, state, value, dtype)
+            if m.buffer.name in self.online:
+                online.append((self.members[self.online[m.buffer.name]], state))
+                self._online_update(state, value, dtype, outer_lines)
+            else:
+                update_lines(self, m.buffer, state, value, dtype)
             states.append((m, state))
         for m in stage.full_stores:
             self._store_full(m)
@@ -285,7 +316,23 @@ class _ReductionWriter(_BodyWriter):
         loop = [f"for roffset in range({offset}, rnumel, RBLOCK):"] + ["    " + line for line in self.lines]
         self.lines = outer_lines + loop
         self.cache, self.stored_values = saved
-        return [finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel) for m, state in states]
+        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel)
+                   for m, state in states}
+        for total_member, state in online:
+            row_max = results[self.members[self.online_partner(total_member)].buffer.name]
+            results[total_member.buffer.name] = self.new_var(
+                f"helpers.online_softmax_total({state[1]}, {state[0]}, {row_max}, 1)")
+        return [results[m.buffer.name] for m in stage.reductions]
+
+    def online_partner(self, total_member: Member) -> str:
+        return next(mx for mx, total in self.online.items() if total == total_member.buffer.name)
+
+    def _online_update(self, state: list[str], value: str, dtype, outer_lines: list[str]) -> None:
+        """Lanes keep (running max in state[0], running sum of exp(x - max) in state[1])."""
+        outer_lines.append(f"{state[1]} = tl.full([XBLOCK, RBLOCK], 0, {triton_dtype(dtype)})")
+        if self.apply_r_mask:
+            value = self.new_var(f"tl.where(rmask, {value}, {render_constant(float('-inf'), dtype)})")
+        self.lines.append(f"{state[1]}, {state[0]} = helpers.online_softmax_update({state[1]}, {state[0]}, {value})")
 
 
 def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,

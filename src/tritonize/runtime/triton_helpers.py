@@ -181,3 +181,21 @@ def _welford_combine(mean_a, m2_a, count_a, mean_b, m2_b, count_b):
 def welford(mean, m2, count, axis):
     """Merge per-lane Welford states along axis (Chan et al.'s parallel update)."""
     return tl.reduce((mean, m2, count), axis, _welford_combine, keep_dims=True)
+
+
+@triton.jit
+def online_softmax_update(total, running_max, value):
+    """One step of a looped sum(exp(x - max(x))) that reads x once: rescale each lane's running
+    sum whenever its running max grows (Milakov and Gimelshein's online softmax)."""
+    new_max = maximum(running_max, value)
+    empty = new_max == float("-inf")
+    scale = tl.where(empty, 0.0, tl.exp(running_max - new_max))
+    added = tl.where(empty, 0.0, tl.exp(value - new_max))
+    return total * scale + added, new_max
+
+
+@triton.jit
+def online_softmax_total(total, lane_max, row_max, axis):
+    """The row's sum(exp(x - row_max)) from the lanes' (running sum, running max)."""
+    scaled = tl.where(lane_max == float("-inf"), 0.0, total * tl.exp(lane_max - row_max))
+    return sum2(scaled, axis)
