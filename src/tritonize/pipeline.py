@@ -19,6 +19,7 @@ import torch
 
 from .codegen.kernel import render_kernel
 from .codegen.reduction_kernel import render_reduction_kernel
+from .codegen.scan_kernel import render_scan_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
@@ -87,7 +88,7 @@ def render_kernels(plan, graph, dump):
         if not isinstance(step, KernelGroup):
             continue
         name = kernel_name(step, len(kernels))
-        render = render_reduction_kernel if step.is_reduction else render_kernel
+        render = _renderer(step)
         rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
@@ -100,13 +101,19 @@ def render_kernels(plan, graph, dump):
     return kernels, calls
 
 
+def _renderer(group: KernelGroup):
+    if group.is_scan:
+        return render_scan_kernel
+    return render_reduction_kernel if group.is_reduction else render_kernel
+
+
 def kernel_name(group: KernelGroup, index: int) -> str:
     ops = []
     for origin in group.origins():
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    prefix = "red" if group.is_reduction else "poi"
+    prefix = "scan" if group.is_scan else ("red" if group.is_reduction else "poi")
     return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 
