@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from ..errors import CompileError
 from ..ir import expr as ex
 from ..ir.nodes import ScanBuffer
 from ..ir.symbols import affine_coefficients
@@ -74,6 +75,13 @@ def _lowest(dtype: torch.dtype):
     return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
 
 
+def _typed_constant(value, dtype: torch.dtype) -> str:
+    """A scalar of exactly dtype (an int literal such as -2**31 could otherwise widen)."""
+    if dtype.is_floating_point:
+        return render_constant(value, dtype)
+    return f"tl.full([], {int(value)}, {triton_dtype(dtype)})"
+
+
 def _neutral(family: str, dtype: torch.dtype):
     return float("-inf") if family == "logsumexp" else neutral_value(family, dtype)
 
@@ -97,6 +105,15 @@ class _ScanWriter(_ReductionWriter):
         self.stored_values[(member.buffer.name, index)] = value
         if member.buffer.name not in self.group.internal:
             self.store_at(member, index, value)
+
+    def _load(self, e: ex.Expr, mask):
+        name, index = e.args
+        member = self.members.get(name)
+        rewritten = self.space.rewrite.get(index, index)
+        if member is not None and isinstance(member.buffer, ScanBuffer) and (name, rewritten) not in self.stored_values:
+            # The inherited fallback recomputes a member from its body, which for a scan is its input.
+            raise CompileError("codegen", f"scan kernel reads {name} at {index}, not at an element it computed")
+        return super()._load(e, mask)
 
     def _looped_stage(self, stage: Stage) -> list[str]:
         results = super()._looped_stage(stage)
@@ -155,11 +172,11 @@ class _ScanWriter(_ReductionWriter):
         self.carries += 1
         if not self.before_loop:
             self.before_loop.append("rlast = tl.arange(0, RBLOCK)[None, :] == RBLOCK - 1")
-        self.before_loop.append(f"{name} = tl.full([XBLOCK, 1], {render_constant(initial, dtype)}, "
+        self.before_loop.append(f"{name} = tl.full([XBLOCK, 1], {_typed_constant(initial, dtype)}, "
                                 f"{triton_dtype(dtype)})")
         return name
 
     def _last_lane(self, tile: str, dtype: torch.dtype) -> str:
         """The tile's last column as [XBLOCK, 1] (a max over the row with the others at the lowest
         value: Triton's reductions may combine lanes in any order, so no "take the right one")."""
-        return f"helpers.max2(tl.where(rlast, {tile}, {render_constant(_lowest(dtype), dtype)}), 1)"
+        return f"helpers.max2(tl.where(rlast, {tile}, {_typed_constant(_lowest(dtype), dtype)}), 1)"
