@@ -52,7 +52,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         plan = schedule(graph)
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
-        device = graph_device(example_inputs)
+        device = graph_device(example_inputs, gm)
         wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}")
         dump.write("4_wrapper.py", wrapper)
         module = load_source_module(wrapper, "wrapper", interpret=False)
@@ -72,8 +72,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     return CompiledGraph(module.call, artifacts)
 
 
-def graph_device(example_inputs) -> str:
+def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if not devices and gm is not None:  # no tensor inputs (torch.rand(...) alone): ask the nodes
+        values = [node.meta.get("val") for node in gm.graph.nodes]
+        devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
     if len(devices) > 1:
         raise Unsupported(f"inputs on several devices: {sorted(devices)}")
     return "cpu" if devices == {"cpu"} or not devices else "cuda"

@@ -30,6 +30,7 @@ from .registry import lowering
 
 aten = torch.ops.aten
 SEED_HIGH = 2**62  # seeds are drawn uniformly from [0, SEED_HIGH)
+LOW_PRECISION_STEPS = {torch.bfloat16: 2.0**8, torch.float16: 2.0**11}  # 2**(mantissa digits)
 
 
 @dataclasses.dataclass
@@ -84,6 +85,11 @@ def _random_tensor(ctx, node, kind: str, kwargs, scale=1.0, shift=0.0) -> Tensor
         raise Unsupported(f"{kind} into {dtype}")
     compute = torch.float64 if dtype == torch.float64 else torch.float32
     value = ex.to_dtype(random_expr(ctx, kind, size, device), compute)
+    if kind == "rand" and dtype in LOW_PRECISION_STEPS:
+        # On the dtype's own grid (as eager draws them), so rounding never makes a 1.0.
+        steps = ex.constant(LOW_PRECISION_STEPS[dtype], compute)
+        value = ex.op("truediv", ex.op("floor", ex.op("mul", value, steps, dtype=compute), dtype=compute),
+                      steps, dtype=compute)
     if scale != 1.0:
         value = ex.op("mul", value, ex.constant(scale, compute), dtype=compute)
     if shift != 0.0:
