@@ -73,7 +73,8 @@ def test_kernels_compile_for_sm90(monkeypatch, tmp_path, graph):
         dtypes, blocks = launched[kernel.name]
         jit_fn = getattr(_jit_module(kernel.source, tmp_path, kernel.name), kernel.name)
         pointers = [a for a in jit_fn.arg_names if a not in blocks]
-        signature = {**{a: POINTER_TYPES[d] for a, d in zip(pointers, dtypes)}, **{b: "constexpr" for b in blocks}}
+        signature = {a: POINTER_TYPES[d] for a, d in zip(pointers, dtypes)}
+        signature.update({b: "constexpr" for b in blocks})
         compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=blocks),
                                   target=GPUTarget("cuda", 90, 32))
         assert compiled.asm.get("cubin"), kernel.name

@@ -26,7 +26,8 @@ from ..ir.symbols import affine_coefficients
 from ..runtime.heuristics import MAX_PERSISTENT_SCAN_RBLOCK
 from .kernel import RenderedKernel
 from .ops_table import render_constant, triton_dtype
-from .reduction_kernel import Member, RowIteration, Stage, _assemble, _member, _needs_int64, _plan, _ReductionWriter
+from .reduction_kernel import (Member, RowIteration, Stage, _assemble, _member, _needs_int64, _plan,
+                               _ReductionWriter)
 from .reduction_ops import neutral_value
 
 SCAN_FUNCTIONS = {"sum": "helpers.cumsum", "prod": "helpers.cumprod", "max": "helpers.cummax",
@@ -110,9 +111,11 @@ class _ScanWriter(_ReductionWriter):
         name, index = e.args
         member = self.members.get(name)
         rewritten = self.space.rewrite.get(index, index)
-        if member is not None and isinstance(member.buffer, ScanBuffer) and (name, rewritten) not in self.stored_values:
+        is_scan = member is not None and isinstance(member.buffer, ScanBuffer)
+        if is_scan and (name, rewritten) not in self.stored_values:
             # The inherited fallback recomputes a member from its body, which for a scan is its input.
-            raise CompileError("codegen", f"scan kernel reads {name} at {index}, not at an element it computed")
+            raise CompileError("codegen", f"scan kernel reads {name} at {index}, "
+                               "not at an element it computed")
         return super()._load(e, mask)
 
     def _looped_stage(self, stage: Stage) -> list[str]:
@@ -126,8 +129,8 @@ class _ScanWriter(_ReductionWriter):
         """(values, indices) of the scan of member's body; indices only for cummax/cummin."""
         family = member.buffer.scan_type.removeprefix("arg")
         paired = family in ("max", "min") and any(
-            isinstance(m.buffer, ScanBuffer) and m.buffer.scan_type == f"arg{family}" and m.body == member.body
-            for m in self.members.values())
+            isinstance(m.buffer, ScanBuffer) and m.buffer.scan_type == f"arg{family}"
+            and m.body == member.body for m in self.members.values())
         key = ("scan", member.body, family, paired)  # lives in the render cache: reset per loop
         if key not in self.cache:
             dtype = member.body.dtype

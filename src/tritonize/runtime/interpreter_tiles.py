@@ -50,7 +50,8 @@ def reduce_along(input, axis, combine_fn, keep_dims=False, **kwargs):
         odd = [np.take(a, np.arange(1, n, 2), axis=axis) for a in arrays]
         paired = _combine(combine_fn, even, odd, types, even[0].shape)
         if n % 2:
-            paired = [np.concatenate([p, np.take(a, [n - 1], axis=axis)], axis=axis) for p, a in zip(paired, arrays)]
+            last = [np.take(a, [n - 1], axis=axis) for a in arrays]
+            paired = [np.concatenate([p, tail], axis=axis) for p, tail in zip(paired, last)]
         arrays = paired
     if not keep_dims:
         arrays = [np.squeeze(a, axis=axis) for a in arrays]
