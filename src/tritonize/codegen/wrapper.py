@@ -149,7 +149,7 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall) -> list[str]:
     if len(call.outputs) == 1 and call.outputs[0].path == ():
         out = call.outputs[0].buffer
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
-        if call.kind != "alloc":
+        if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
             lines.append(f"    {out.name} = ensure_layout({out.name}, {out.layout.size}, {out.layout.stride})")
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]

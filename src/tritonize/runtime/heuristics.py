@@ -4,7 +4,8 @@ Kernel kinds and the block parameters their source declares (`tl.constexpr`):
 * "pointwise": XBLOCK (1-D), or YBLOCK and XBLOCK (2-D tiles, flattened 1-D grid);
 * "reduction": XBLOCK rows a program, RBLOCK elements of a row an iteration (looped);
 * "persistent_reduction": XBLOCK; RBLOCK is baked into the source (the whole row at once);
-* "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction.
+* "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction (the whole row);
+* "looped_scan": XBLOCK rows a program, RBLOCK positions of a row an iteration (with a carry).
 Sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
 
 A size-based rule for now (the autotuner is its own piece of work). Block sizes are powers of two
@@ -21,7 +22,8 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
-MAX_RBLOCK_LOOPED = 4096
+MAX_RBLOCK_LOOPED = 4096  # also bounds looped scans' RBLOCK
+MAX_PERSISTENT_SCAN_RBLOCK = 2048  # longer rows are scanned in chunks with a carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +42,8 @@ def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
         return persistent_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
     if kind == "reduction":
         return looped_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
+    if kind == "looped_scan":
+        return looped_scan_config(xnumel, rnumel, on_gpu, hint == "outer")
     raise ValueError(f"unknown kernel kind {kind!r}")
 
 
@@ -88,3 +92,17 @@ def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool 
     rblock = min(rblock, triton.next_power_of_2(rnumel))
     xblock = min(xblock, triton.next_power_of_2(xnumel))
     return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))
+
+
+def looped_scan_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
+    """Rows longer than MAX_PERSISTENT_SCAN_RBLOCK, a chunk at a time. On the GPU one row a
+    program in chunks of 1024 (4 warps), or for scans along a strided dim 64 rows by 32
+    positions so loads coalesce along the rows. Not yet tuned on hardware."""
+    if not on_gpu:
+        rblock = min(1024, triton.next_power_of_2(rnumel))
+        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
+        return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
+    rblock, xblock = (32, 64) if outer else (1024, 1)
+    rblock = min(rblock, triton.next_power_of_2(rnumel))
+    xblock = min(xblock, triton.next_power_of_2(xnumel))
+    return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))

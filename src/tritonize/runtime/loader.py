@@ -3,7 +3,8 @@
 Source is written once to the cache directory under its content hash and imported from there
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
 set only while they load, so only our own kernels are interpreted; their `libdevice` and
-`helpers` names are then bound to the interpreter twins.
+`helpers` names are then bound to the interpreter twins (and the helpers' reduce and scan to
+runtime/interpreter_tiles.py).
 """
 from __future__ import annotations
 
@@ -72,8 +73,13 @@ def interpreter_helpers():
     key = ("helpers", True)
     with _LOCK:
         if key not in _MODULES:
+            from . import interpreter_tiles
+
             path = pathlib.Path(__file__).with_name("triton_helpers.py")
-            _MODULES[key] = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module.reduce_along = interpreter_tiles.reduce_along
+            module.scan_along = interpreter_tiles.scan_along
+            _MODULES[key] = module
         return _MODULES[key]
 
 
