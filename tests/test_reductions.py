@@ -112,8 +112,14 @@ def test_long_rows_use_a_looped_kernel(device):
 
 def test_looped_softmax_is_one_kernel(device):
     # 520 rows: enough programs that the reductions are not split
-    report = check(lambda x: torch.softmax(x, -1), _rand(520, 8200, device=device), atol=1e-5, rtol=1e-4)
-    _one_kernel(report, "reduction")
+    x = _rand(520, 8200, device=device)
+    x[3, 100:] = float("-inf")  # rows whose running max starts (or stays) at -inf
+    x[5, :] = float("-inf")
+    for fn in (lambda x: torch.softmax(x, -1), lambda x: torch.log_softmax(x, -1)):
+        report = check(fn, x, atol=1e-5, rtol=1e-4)
+        _one_kernel(report, "reduction")
+        # online softmax: max and sum(exp(x - max)) in one pass, then one pass for the output
+        assert report.kernels[0].source.count("for roffset") == 2
 
 
 def test_looped_welford_is_numerically_stable(device):

@@ -93,7 +93,7 @@ def _is_outer(element: ex.Expr, red_vars) -> bool:
         return False
     innermost = red_vars[-1]
     for load in ex.loads(element):
-        coeffs = affine_coefficients(load.args[1], [innermost])
+        coeffs = affine_coefficients(load.args[1], sorted(load.args[1].free_symbols, key=str))
         if coeffs is not None and coeffs.get(innermost, 0) == 1:
             return False
     return bool(ex.loads(element))
