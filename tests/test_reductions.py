@@ -106,7 +106,7 @@ def test_var_mean_is_one_kernel(device):
 def test_long_rows_use_a_looped_kernel(device):
     x = _rand(3, 20000, device=device)
     report = check(lambda x: (x.var(-1), x.argmax(-1)), x, atol=1e-5, rtol=1e-4)
-    assert [k.kind for k in report.kernels] == ["reduction"] * 2
+    assert [k.kind for k in report.kernels] == ["reduction"]  # both in one pass over x
     assert not report.fallbacks
 
 
