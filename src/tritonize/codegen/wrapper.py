@@ -80,10 +80,11 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
     for name, kernel in kernel_sources.items():
         header.append("")
         header.append(f"# aten nodes: {', '.join(kernel.origins)}")
+        checks = ", checks=True" if kernel.checks else ""
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
         header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
-                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r})")
+                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}{checks})")
     specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
              for b in graph.inputs]
     footer = ["", "", "INPUTS = [", *specs, "]", "", 'if __name__ == "__main__":',
