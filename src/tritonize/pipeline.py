@@ -19,10 +19,12 @@ import torch
 
 from .codegen.kernel import render_kernel
 from .codegen.reduction_kernel import render_reduction_kernel
+from .codegen.scatter_kernel import render_scatter_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.scatter import ScatterOp
 from .lower.graph import lower_graph
 from .report import GraphArtifacts, KernelInfo
 from .runtime.loader import load_source_module
@@ -84,10 +86,13 @@ def render_kernels(plan, graph, dump):
     by_body: dict = {}
     calls: dict = {}
     for step in plan.steps:
-        if not isinstance(step, KernelGroup):
+        if not isinstance(step, (KernelGroup, ScatterOp)):
             continue
         name = kernel_name(step, len(kernels))
-        render = render_reduction_kernel if step.is_reduction else render_kernel
+        if isinstance(step, ScatterOp):
+            render = render_scatter_kernel
+        else:
+            render = render_reduction_kernel if step.is_reduction else render_kernel
         rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
@@ -100,13 +105,16 @@ def render_kernels(plan, graph, dump):
     return kernels, calls
 
 
-def kernel_name(group: KernelGroup, index: int) -> str:
+def kernel_name(group: KernelGroup | ScatterOp, index: int) -> str:
     ops = []
     for origin in group.origins():
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    prefix = "red" if group.is_reduction else "poi"
+    if isinstance(group, ScatterOp):
+        prefix = "scatter"
+    else:
+        prefix = "red" if group.is_reduction else "poi"
     return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 

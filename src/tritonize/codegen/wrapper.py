@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
+from ..ir.scatter import ScatterOp
 from ..schedule.fusion import KernelGroup, reads_of
 
 
@@ -56,6 +57,10 @@ def _last_uses(steps: list, graph: GraphIR) -> dict[str, int]:
         for op in ops:
             for name in reads_of(op):
                 last[name] = i
+    for step in steps:  # registers only: never allocated, so never freed or reused
+        if isinstance(step, KernelGroup):
+            for name in step.internal:
+                last.pop(name, None)
     for out in graph.outputs:
         if out.view is not None:
             last[out.view.buffer_name] = len(steps)
@@ -112,6 +117,9 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     for i, step in enumerate(steps):
         if isinstance(step, KernelGroup):
             lines += _kernel_lines(step, kernels[id(step)], pool)
+        elif isinstance(step, ScatterOp):  # writes into its (allocated) target in place
+            kernel_var, args = kernels[id(step)]
+            lines.append(f"    {kernel_var}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
             lines += _extern_lines(writer, step)
         lines += _free_lines(i, last_use, graph, pool, extern_args)

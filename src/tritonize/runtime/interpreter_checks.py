@@ -28,7 +28,8 @@ def _check(index, size, mask, msg) -> None:
     size = int(_array(size))
     bad = (data < 0) | (data >= size)
     if mask is not None:
-        bad = bad & np.broadcast_to(_array(mask).astype(bool), bad.shape)
+        data, bad, live = np.broadcast_arrays(data, bad, _array(mask).astype(bool))
+        bad = bad & live
     if bad.any():
         value = int(np.broadcast_to(data, bad.shape)[bad].flat[0])
         raise IndexOutOfBoundsError(f"tritonize: {msg}: index {value} is not in [0, {size})")
