@@ -18,7 +18,7 @@ from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, upper_bound
 from ..runtime.heuristics import MAX_BLOCK_1D, MAX_BLOCK_2D
 from ..schedule.fusion import KernelGroup
 from .index_printer import print_index
-from .indirect import render_indirect, resolve
+from .indirect import has_indirect, render_indirect, resolve
 from .iteration import IterationSpace, plan_iteration
 from .ops_table import render_cast, render_constant, render_op, triton_dtype
 
@@ -166,11 +166,15 @@ class _BodyWriter:
         if name not in self.loaded:
             self.loaded.append(name)
         pointer = self.pointer(name)
+        indirect = has_indirect(rewritten)
         rewritten = resolve(self, rewritten)
         if not rewritten.free_symbols:
             return self.new_var(f"tl.load({pointer} + {print_index(rewritten)})")
+        offset = _parenthesize(print_index(rewritten))
+        if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
+            offset = f"tl.where({mask}, {offset}, 0)"
         mask_text = f", {mask}, other=0" if mask else ""
-        return self.new_var(f"tl.load({pointer} + {_parenthesize(print_index(rewritten))}{mask_text})")
+        return self.new_var(f"tl.load({pointer} + {offset}{mask_text})")
 
     def store(self, buffer: ComputedBuffer, index, value: str) -> None:
         index_text = print_index(index)

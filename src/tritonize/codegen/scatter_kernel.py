@@ -31,8 +31,10 @@ def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str) -> RenderedKe
     value = writer.render(op.value, mask)
     target = resolve(writer, space.rewrite[op.index])
     index_text = print_index(target)
-    if not (target.free_symbols & {s for s, _ in space.x_dims + space.y_dims}):
+    if not space.is_2d or not mask:  # give the address the full block shape (the index may be a scalar)
         index_text += " + 0 * xindex" if not space.is_2d else " + 0 * (xindex + yindex)"
+    else:  # the mask has the block shape; masked lanes point at element 0 and write nothing
+        index_text = f"tl.where({mask}, {index_text}, 0)"
     pointer = writer.pointer(op.target, stored=True)
     mask_text = f", {mask}" if mask else ""
     address = f"{pointer} + {_parenthesize(index_text)}"

@@ -50,7 +50,7 @@ def index_value(index: TensorValue, at) -> ex.Expr:
 def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
     _require_index_dtype(index, "gather")
     if x.rank == 0:
-        raise Unsupported("gather of a 0-d tensor")
+        return _read_0d(node, x, index)
     size, _, device = output_of(node)
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(len(size))
@@ -63,7 +63,7 @@ def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
 def lower_index_select(ctx, node, x, dim, index):
     _require_index_dtype(index, "index_select")
     if x.rank == 0:
-        raise Unsupported("index_select of a 0-d tensor")
+        return _read_0d(node, x, index)
     size, _, device = output_of(node)
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(len(size))
@@ -71,6 +71,15 @@ def lower_index_select(ctx, node, x, dim, index):
     body = ex.indirect(value, x.size[dim], False, check_text(node),
                        lambda t: x.at(out[:dim] + [t] + out[dim + 1:]))
     return TensorValue(size, x.dtype, device, body)
+
+
+def _read_0d(node, x: TensorValue, index: TensorValue) -> TensorValue:
+    """gather/index_select of a 0-d tensor: one element, read once per index (which must be 0)."""
+    size, _, device = output_of(node)
+    out = dim_vars(len(size))
+    at = [sympy.Integer(0) if s == 1 or k >= len(out) else out[k] for k, s in enumerate(index.size)]
+    value = index_value(index, at)
+    return TensorValue(size, x.dtype, device, ex.indirect(value, 1, False, check_text(node), lambda t: x.at([])))
 
 
 @lowering(aten.embedding.default)
