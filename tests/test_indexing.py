@@ -364,3 +364,44 @@ def test_embedding_dense_backward_alone(device):
     fn = lambda g, t: torch.ops.aten.embedding_dense_backward(g, t, 10, -1, False)  # noqa: E731
     report = check(fn, grad, tokens)
     assert not report.fallbacks, report.fallback_reasons
+
+
+# --- codegen details -----------------------------------------------------------------------
+
+def test_transposed_index_tensor_gets_2d_tile(device):
+    x = _rand(40, 50, device=device)
+    index = _index(50, (40, 40), device).t()  # read transposed: a 2-D tiled kernel
+    report = check(lambda x, i: torch.gather(x, 1, i) + i, x, index)
+    _kernels(report, 1)
+    assert "YBLOCK" in report.kernels[0].source
+
+
+def test_embedding_in_looped_reduction(device):
+    weight = _rand(12, 9000, device=device)  # rows longer than a persistent reduction holds
+    tokens = _index(12, (3, 2), device)
+    report = check(lambda w, t: F.embedding(t, w).softmax(-1), weight, tokens, atol=1e-6, rtol=1e-4)
+    _kernels(report, 1)
+    assert report.kernels[0].kind == "reduction"
+
+
+def test_indices_into_a_huge_table_use_int64():
+    from tritonize.codegen.kernel import render_kernel
+    from tritonize.ir import expr as ex
+    from tritonize.ir.nodes import ComputedBuffer, InputBuffer, Layout, contiguous_strides
+    from tritonize.ir.symbols import dim_vars
+    from tritonize.schedule.fusion import KernelGroup
+
+    cpu = torch.device("cpu")
+
+    def group(vocab):
+        table = InputBuffer("w", Layout((vocab, 4096), (4096, 1), 0, torch.float32, cpu), 0)
+        tokens = InputBuffer("t", Layout((64,), (1,), 0, torch.int32, cpu), 1)
+        d0, d1 = dim_vars(2)
+        body = ex.indirect(ex.load("t", d0, torch.int32), vocab, False, "test",
+                           lambda t: ex.load("w", 4096 * t + d1, torch.float32))
+        out = ComputedBuffer("buf0", Layout((64, 4096), contiguous_strides((64, 4096)), 0, torch.float32, cpu),
+                             body, ["embedding"])
+        return KernelGroup([out]), {"w": table, "t": tokens, "buf0": out}
+
+    assert ".to(tl.int64)" not in render_kernel(*group(1000), "k").source
+    assert ".to(tl.int64)" in render_kernel(*group(1 << 20), "k").source  # 2^32 elements
