@@ -405,3 +405,16 @@ def test_indices_into_a_huge_table_use_int64():
 
     assert ".to(tl.int64)" not in render_kernel(*group(1000), "k").source
     assert ".to(tl.int64)" in render_kernel(*group(1 << 20), "k").source  # 2^32 elements
+
+
+def test_deterministic_mode_keeps_float_accumulation_in_aten(device):
+    x = _rand(6, 4, device=device)
+    index = torch.tensor([1, 1, 5, 0], device=device)
+    values = _rand(4, 4, device=device)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        report = check(lambda x, i, v: x.index_put((i,), v, accumulate=True), x, index, values)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert "aten.index_put.default" in report.fallbacks

@@ -36,38 +36,33 @@ def normalize_dim(dim: int, rank: int) -> int:
     return dim + rank if dim < 0 else dim
 
 
-def _require_index_dtype(index: TensorValue, what: str) -> None:
+def require_index_dtype(index: TensorValue, what: str) -> None:
     if index.dtype not in INDEX_DTYPES:
         raise Unsupported(f"{what} with a {index.dtype} index")
 
 
-def index_value(index: TensorValue, at) -> ex.Expr:
-    """The index tensor's element at `at`, as an integer Expr."""
-    return index.at(at)
-
-
 @lowering(aten.gather.default)
 def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
-    _require_index_dtype(index, "gather")
+    require_index_dtype(index, "gather")
     if x.rank == 0:
         return _read_0d(node, x, index)
     size, _, device = output_of(node)
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(len(size))
-    body = ex.indirect(index_value(index, out), x.size[dim], False, check_text(node),
+    body = ex.indirect(index.at(out), x.size[dim], False, check_text(node),
                        lambda t: x.at(out[:dim] + [t] + out[dim + 1:]))
     return TensorValue(size, x.dtype, device, body)
 
 
 @lowering(aten.index_select.default)
 def lower_index_select(ctx, node, x, dim, index):
-    _require_index_dtype(index, "index_select")
+    require_index_dtype(index, "index_select")
     if x.rank == 0:
         return _read_0d(node, x, index)
     size, _, device = output_of(node)
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(len(size))
-    value = index_value(index, [out[dim]] if index.rank == 1 else [])
+    value = index.at([out[dim]] if index.rank == 1 else [])
     body = ex.indirect(value, x.size[dim], False, check_text(node),
                        lambda t: x.at(out[:dim] + [t] + out[dim + 1:]))
     return TensorValue(size, x.dtype, device, body)
@@ -78,18 +73,18 @@ def _read_0d(node, x: TensorValue, index: TensorValue) -> TensorValue:
     size, _, device = output_of(node)
     out = dim_vars(len(size))
     at = [sympy.Integer(0) if s == 1 or k >= len(out) else out[k] for k, s in enumerate(index.size)]
-    value = index_value(index, at)
+    value = index.at(at)
     return TensorValue(size, x.dtype, device, ex.indirect(value, 1, False, check_text(node), lambda t: x.at([])))
 
 
 @lowering(aten.embedding.default)
 def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    _require_index_dtype(indices, "embedding")
+    require_index_dtype(indices, "embedding")
     if weight.rank != 2:
         raise Unsupported("embedding with a weight that is not 2-D")
     size, _, device = output_of(node)
     out = dim_vars(len(size))
-    body = ex.indirect(index_value(indices, out[:-1]), weight.size[0], False, check_text(node),
+    body = ex.indirect(indices.at(out[:-1]), weight.size[0], False, check_text(node),
                        lambda t: weight.at([t, out[-1]]))
     return TensorValue(size, weight.dtype, device, body)
 
@@ -113,21 +108,14 @@ class AdvancedIndex:
 
     def read(self, x: TensorValue, check: str) -> ex.Expr:
         """x's element at the position this result element comes from (indices wrap like eager)."""
-        return self.bind(x.size, check, lambda position: x.at(position))
-
-    def bind(self, x_size, check: str, body_fn) -> ex.Expr:
-        """body_fn(position in x) under the bindings of every index tensor's value."""
         dims = sorted(self.values)
 
         def build(k: int, position: list) -> ex.Expr:
             if k == len(dims):
-                return body_fn(position)
+                return x.at(position)
             d = dims[k]
-
-            def inner(t):
-                return build(k + 1, position[:d] + [t] + position[d + 1:])
-
-            return ex.indirect(self.values[d], x_size[d], True, check, inner)
+            return ex.indirect(self.values[d], x.size[d], True, check,
+                               lambda t: build(k + 1, position[:d] + [t] + position[d + 1:]))
 
         return build(0, list(self.source))
 
@@ -141,7 +129,7 @@ def advanced_index(x_size, indices) -> AdvancedIndex:
     for k in positions:
         if indices[k].dtype in (torch.bool, torch.uint8):
             raise Unsupported("boolean mask index: the result's size depends on the data")
-        _require_index_dtype(indices[k], "advanced indexing")
+        require_index_dtype(indices[k], "advanced indexing")
     if not positions:
         raise Unsupported("advanced indexing with no index tensor")
     broadcast = tuple(torch.broadcast_shapes(*[indices[k].size for k in positions]))
@@ -167,7 +155,7 @@ def advanced_index(x_size, indices) -> AdvancedIndex:
         index = indices[k]
         lead = len(broadcast) - index.rank
         at = [sympy.Integer(0) if s == 1 else b_dims[lead + j] for j, s in enumerate(index.size)]
-        values[k] = index_value(index, at)
+        values[k] = index.at(at)
     return AdvancedIndex(size, source, values)
 
 

@@ -21,7 +21,7 @@ from ..ir import expr as ex
 from ..ir.nodes import TensorValue, buffer_value
 from ..ir.scatter import ScatterOp, binding
 from ..ir.symbols import dim_vars
-from .indexing import _require_index_dtype, advanced_index, check_text, normalize_dim
+from .indexing import require_index_dtype, advanced_index, check_text, normalize_dim
 from .pointwise import broadcast_index, output_of
 from .registry import lowering
 
@@ -53,6 +53,8 @@ def scatter_into_copy(ctx, node, dest: TensorValue, size, bindings, position_fn,
     work_dtype = ACCUMULATE_IN.get(dtype, dtype) if mode == "add" else dtype
     if mode == "add" and work_dtype not in ATOMIC_ADD_DTYPES:
         raise Unsupported(f"accumulating scatter into {dtype}")
+    if mode == "add" and work_dtype.is_floating_point and torch.are_deterministic_algorithms_enabled():
+        raise Unsupported("deterministic algorithms requested: atomic float adds sum in any order")
     stride = _eager_strides(node) if work_dtype == dtype else None
     copy = ctx.compute_buffer(_cast(dest, work_dtype), stride)
     if _numel(size) == 0:
@@ -128,7 +130,7 @@ def _add(a: ex.Expr, b: ex.Expr) -> ex.Expr:
 
 def _scatter(ctx, node, x, dim, index, src, mode):
     """scatter/scatter_add: x[..., index[d], ...] (=|+=) src[d] for every d in index's shape."""
-    _require_index_dtype(index, "scatter")
+    require_index_dtype(index, "scatter")
     if x.rank == 0 or index.rank != x.rank:
         raise Unsupported("scatter of 0-d tensors")
     dim = normalize_dim(dim, x.rank)
