@@ -21,10 +21,12 @@ import torch
 from .codegen.kernel import render_kernel
 from .codegen.reduction_kernel import render_reduction_kernel
 from .codegen.scan_kernel import render_scan_kernel
+from .codegen.scatter_kernel import render_scatter_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.scatter import ScatterOp
 from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
 from .report import GraphArtifacts, KernelInfo, user_kernel_info
@@ -95,7 +97,7 @@ def render_kernels(plan, graph, dump):
     by_body: dict = {}
     calls: dict = {}
     for step in plan.steps:
-        if not isinstance(step, KernelGroup):
+        if not isinstance(step, (KernelGroup, ScatterOp)):
             continue
         name = kernel_name(step, len(kernels))
         render = _renderer(step)
@@ -111,19 +113,24 @@ def render_kernels(plan, graph, dump):
     return kernels, calls
 
 
-def _renderer(group: KernelGroup):
-    if group.is_scan:
+def _renderer(step):
+    if isinstance(step, ScatterOp):
+        return render_scatter_kernel
+    if step.is_scan:
         return render_scan_kernel
-    return render_reduction_kernel if group.is_reduction else render_kernel
+    return render_reduction_kernel if step.is_reduction else render_kernel
 
 
-def kernel_name(group: KernelGroup, index: int) -> str:
+def kernel_name(group: KernelGroup | ScatterOp, index: int) -> str:
     ops = []
     for origin in group.origins():
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    prefix = "scan" if group.is_scan else ("red" if group.is_reduction else "poi")
+    if isinstance(group, ScatterOp):
+        prefix = "scatter"
+    else:
+        prefix = "scan" if group.is_scan else ("red" if group.is_reduction else "poi")
     return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 

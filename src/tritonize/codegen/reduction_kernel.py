@@ -24,6 +24,7 @@ from ..ir.nodes import ReductionBuffer
 from ..ir.symbols import affine_coefficients, dim_vars, index_symbol, simplify_with_ranges, upper_bound
 from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION
 from .index_printer import print_index
+from .indirect import has_indirect
 from .iteration import merge_dims
 from .kernel import INT32_LIMIT, KERNEL_HEADER, RenderedKernel, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
@@ -64,7 +65,7 @@ def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     outer = _is_outer_reduction(space, members)
     rblock = triton.next_power_of_2(max(space.rnumel, 1))
     persistent = rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
-    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space))
+    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space, members))
     pairs = {} if persistent else online_softmax_pairs(members)
     writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
     writer.write_all(_stages(members, pairs))
@@ -73,7 +74,7 @@ def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
-                          rnumel=space.rnumel, hint="outer" if outer else "inner")
+                          rnumel=space.rnumel, hint="outer" if outer else "inner", checks=writer.has_checks)
 
 
 def _member(rows, buffer) -> Member:
@@ -130,10 +131,11 @@ def _is_outer_reduction(space: RowIteration, members) -> bool:
     return False
 
 
-def _needs_int64(space: RowIteration) -> bool:
+def _needs_int64(space: RowIteration, members) -> bool:
     if space.xnumel * space.rnumel > INT32_LIMIT:
         return True
     ranges = dict(space.x_dims + space.r_dims)
+    ranges.update(ex.indirect_ranges(m.body for m in members))
     bounds = [upper_bound(e, ranges) for e in space.rewrite.values()]
     return any(b is None or b > INT32_LIMIT for b in bounds)
 
@@ -216,7 +218,7 @@ class _ReductionWriter(_BodyWriter):
             value = self.render(member.body, self._mask_of(member))
             self.stored_values[(name, rewritten)] = value
             return value
-        if mask == self.full_mask:  # mask only the dims the index varies along
+        if mask == self.full_mask and not has_indirect(rewritten):  # mask the dims the index varies along
             symbols = rewritten.free_symbols
             wanted = [self.x_mask if symbols & self.space.x_symbols else None,
                       "rmask" if self.apply_r_mask and symbols & self.space.r_symbols else None]

@@ -227,7 +227,7 @@ class GraphIR:
             if isinstance(op, ComputedBuffer):
                 table[op.name] = op
             else:
-                for out in op.outputs:
+                for out in getattr(op, "outputs", []):  # a ScatterOp writes into an existing buffer
                     table[out.buffer.name] = op
         return table
 
@@ -246,6 +246,8 @@ class GraphIR:
                 lines.append(f"{op.name} = compute size={list(op.layout.size)} "
                              f"stride={list(op.layout.stride)} {op.layout.dtype}  # {', '.join(op.origins)}")
                 lines.append(f"    {op.body!r}")
+            elif hasattr(op, "render"):  # ScatterOp (ir/scatter.py)
+                lines.append(op.render())
             else:
                 outs = ", ".join(o.buffer.name for o in op.outputs)
                 lines.append(f"{outs} = {op.kind} {op.target}  # {op.origin}")

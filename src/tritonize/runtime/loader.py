@@ -2,8 +2,8 @@
 
 Source is written once to the cache directory under its content hash and imported from there
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
-set only while they load, so only our own kernels are interpreted; their `libdevice` and
-`helpers` names are then bound to the interpreter twins (and the helpers' reduce and scan to
+set only while they load, so only our own kernels are interpreted; their `libdevice`, `helpers`
+and `checks` names are then bound to the interpreter twins (and the helpers' reduce and scan to
 runtime/interpreter_tiles.py).
 """
 from __future__ import annotations
@@ -93,10 +93,11 @@ def load_source_module(source: str, prefix: str, interpret: bool):
     path = _write_source(source, f"{prefix}_{digest}")
     module = _exec_module(path, f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}", interpret)
     if interpret:
-        from . import interpreter_libdevice
+        from . import interpreter_checks, interpreter_libdevice
 
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
+        module.checks = interpreter_checks
     with _LOCK:
         _MODULES.setdefault(key, module)
         return _MODULES[key]

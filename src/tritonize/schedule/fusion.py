@@ -20,6 +20,7 @@ import dataclasses
 
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
+from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges
 from .rows import RowSpace, row_space_of
 from .scans import is_scan_group, scan_joins, scan_row_space
@@ -69,6 +70,8 @@ class Schedule:
                 space = (f"rows {list(step.rows.x_sizes)} x {verb} {list(step.rows.r_sizes)}"
                          if step.is_reduction else f"over {list(step.size)}")
                 lines.append(f"step {i}: kernel {space}: {names}  # {', '.join(step.origins())}")
+            elif isinstance(step, ScatterOp):
+                lines.append(f"step {i}: scatter ({step.mode}) into {step.target} over {list(step.size)}")
             else:
                 outs = ", ".join(o.buffer.name for o in step.outputs)
                 lines.append(f"step {i}: {step.kind} {step.target} -> {outs}")
@@ -103,6 +106,8 @@ def _extern_reads(call: ExternCall) -> set[str]:
 def reads_of(op) -> set[str]:
     if isinstance(op, ComputedBuffer):
         return {e.args[0] for e in ex.loads(op.body)}
+    if isinstance(op, ScatterOp):
+        return op.reads()
     return _extern_reads(op)
 
 
@@ -111,6 +116,8 @@ def eliminate_dead_buffers(graph: GraphIR) -> list:
     kept = []
     for op in reversed(graph.operations):
         if isinstance(op, ComputedBuffer) and op.name not in needed:
+            continue
+        if isinstance(op, ScatterOp) and op.target not in needed:  # writes a dead buffer
             continue
         needed |= reads_of(op)
         kept.append(op)
