@@ -188,7 +188,8 @@ def test_low_precision_softmax_accumulates_in_fp32(device):
     check(lambda x: x.sum(-1), x, atol=1e-1, rtol=2e-2)
 
 
-@pytest.mark.parametrize("shape,dims", [((100, 100), None), ((5000, 3), 0), ((3, 5001), 1), ((2, 70, 90), (1, 2))])
+@pytest.mark.parametrize("shape,dims", [((300, 300), None), ((70000, 3), 0), ((3, 70001), 1), ((2, 300, 250), (1, 2)),
+                                        ((2, 66000, 3), 1)])
 def test_split_reductions_use_two_kernels(device, shape, dims):
     x = _rand(*shape, device=device)
     fn = (lambda x: (x.sum(), x.amax())) if dims is None else (lambda x: (x.sum(dims), x.amin(dims, keepdim=True)))

@@ -41,7 +41,7 @@ def render_scan_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     space = _plan(group.rows, members)
     rblock = triton.next_power_of_2(max(space.rnumel, 1))
     persistent = rblock <= MAX_PERSISTENT_SCAN_RBLOCK
-    writer = _ScanWriter(space, buffers, group, members, persistent, _needs_int64(space))
+    writer = _ScanWriter(space, buffers, group, members, persistent, _needs_int64(space, members))
     writer.write_all([Stage(full_stores=members)])
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
