@@ -305,12 +305,12 @@ class _ReductionWriter(_BodyWriter):
             dtype = m.body.dtype
             state = [f"acc{self.counter}_{k}" for k in range(3)]
             self.counter += 1
-            outer_lines += init_lines(m.buffer, state, dtype)
             if m.buffer.name in self.online:
-                online.append((self.members[self.online[m.buffer.name]], state))
+                online.append((m, self.members[self.online[m.buffer.name]], state))
                 self._online_update(state, value, dtype, outer_lines)
-            else:
-                update_lines(self, m.buffer, state, value, dtype)
+                continue
+            outer_lines += init_lines(m.buffer, state, dtype)
+            update_lines(self, m.buffer, state, value, dtype)
             states.append((m, state))
         for m in stage.full_stores:
             self._store_full(m)
@@ -320,21 +320,22 @@ class _ReductionWriter(_BodyWriter):
         self.cache, self.stored_values = saved
         results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel)
                    for m, state in states}
-        for total_member, state in online:
-            row_max = results[self.members[self.online_partner(total_member)].buffer.name]
-            results[total_member.buffer.name] = self.new_var(
-                f"helpers.online_softmax_total({state[1]}, {state[0]}, {row_max}, 1)")
+        for row_max, total, state in online:
+            results[row_max.buffer.name], results[total.buffer.name] = state[0], state[1]
         return [results[m.buffer.name] for m in stage.reductions]
 
-    def online_partner(self, total_member: Member) -> str:
-        return next(mx for mx, total in self.online.items() if total == total_member.buffer.name)
-
     def _online_update(self, state: list[str], value: str, dtype, outer_lines: list[str]) -> None:
-        """Lanes keep (running max in state[0], running sum of exp(x - max) in state[1])."""
-        outer_lines.append(f"{state[1]} = tl.full([XBLOCK, RBLOCK], 0, {triton_dtype(dtype)})")
+        """Each row keeps its running max (state[0]) and the sum of exp(x - running max)
+        (state[1]), rescaled when a tile raises the max: one exp an element."""
+        outer_lines.append(f"{state[0]} = tl.full([XBLOCK, 1], {render_constant(float('-inf'), dtype)}, "
+                           f"{triton_dtype(dtype)})")
+        outer_lines.append(f"{state[1]} = tl.full([XBLOCK, 1], 0, {triton_dtype(dtype)})")
+        value = self.tile(value, dtype)
         if self.apply_r_mask:
             value = self.new_var(f"tl.where(rmask, {value}, {render_constant(float('-inf'), dtype)})")
-        self.lines.append(f"{state[1]}, {state[0]} = helpers.online_softmax_update({state[1]}, {state[0]}, {value})")
+        tile_max = self.new_var(f"helpers.max2({value}, 1)")
+        self.lines.append(f"{state[1]}, {state[0]} = helpers.online_softmax_update("
+                          f"{state[1]}, {state[0]}, {value}, {tile_max})")
 
 
 def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,

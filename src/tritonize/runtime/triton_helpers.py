@@ -316,18 +316,12 @@ def randn(seed, offset, stream):
 
 
 @triton.jit
-def online_softmax_update(total, running_max, value):
-    """One step of a looped sum(exp(x - max(x))) that reads x once: rescale each lane's running
-    sum whenever its running max grows (Milakov and Gimelshein's online softmax)."""
-    new_max = maximum(running_max, value)
+def online_softmax_update(total, running_max, value, tile_max):
+    """One tile of a looped sum(exp(x - max(x))) that reads x once (Milakov and Gimelshein's
+    online softmax): rows keep a running max and the sum of exp(x - running max), rescaled when
+    the tile raises the max. total and running_max are [rows, 1]; value is the tile."""
+    new_max = maximum(running_max, tile_max)
     empty = new_max == float("-inf")
     scale = tl.where(empty, 0.0, tl.exp(running_max - new_max))
-    added = tl.where(empty, 0.0, tl.exp(value - new_max))
+    added = sum2(tl.where(empty, 0.0, tl.exp(value - new_max)), 1)
     return total * scale + added, new_max
-
-
-@triton.jit
-def online_softmax_total(total, lane_max, row_max, axis):
-    """The row's sum(exp(x - row_max)) from the lanes' (running sum, running max)."""
-    scaled = tl.where(lane_max == float("-inf"), 0.0, total * tl.exp(lane_max - row_max))
-    return sum2(scaled, axis)
