@@ -71,7 +71,7 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
 SPLITTABLE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}
 TARGET_PROGRAMS = 1024
 MIN_SPLIT_CHUNK = 1024
-MIN_SPLIT_RNUMEL = 65536  # shorter rows take a few microseconds in one program: not worth a launch
+MIN_SPLIT_RNUMEL = 16384  # shorter rows take a few microseconds in one program: not worth a launch
 
 
 def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
