@@ -225,6 +225,16 @@ class _ReductionWriter(_BodyWriter):
             mask = " & ".join(m for m in wanted if m) or None
         return super()._load(e, mask)
 
+    def cache_hint(self, index) -> str:
+        """Inputs streamed along the rows are read once: let them leave L2 first, so what
+        every row reads again (weights, masks) stays."""
+        symbols = self.space.x_symbols | self.space.r_symbols
+        if not index.free_symbols & self.space.r_symbols:
+            return ""
+        coeffs = affine_coefficients(index, sorted(symbols, key=str))
+        streamed = coeffs is not None and all(coeffs.get(s, 0) for s in symbols)
+        return ", eviction_policy='evict_first'" if streamed else ", eviction_policy='evict_last'"
+
     def _mask_of(self, member: Member):
         return self.full_mask if member.role == "full" else self.x_mask
 

@@ -68,7 +68,7 @@ def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: b
     pass 2048), several rows a program when rows are short. Outer reductions need at least
     32 rows a program so that loads along the rows coalesce."""
     rblock = triton.next_power_of_2(rnumel)
-    budget = 4096 if on_gpu else 1 << 16
+    budget = (4096 if rblock >= 2048 else 2048) if on_gpu else 1 << 16
     xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
     if outer:
         xblock = min(MAX_XBLOCK_REDUCTION, max(xblock, 32), triton.next_power_of_2(xnumel))
@@ -80,15 +80,16 @@ def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: b
 
 def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
     """Long rows: one row a program walking RBLOCK elements at a time. Outer reductions (rows
-    contiguous) take 64 rows by 64 reduced elements, so every load is a coalesced row segment."""
+    contiguous) take 64 rows by 128 reduced elements, so every load is a coalesced row segment.
+    Measured on an H100 (bench/reduction_configs.py, docs/benchmarks.md)."""
     if not on_gpu:
         rblock = min(MAX_RBLOCK_LOOPED, triton.next_power_of_2(rnumel))
         xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
         return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
     if outer:
-        rblock, xblock, warps = 64, 64, 8
+        rblock, xblock, warps = 128, 64, 8
     else:
-        rblock, xblock, warps = 2048, 1, 8
+        rblock, xblock, warps = 4096, 1, 4
     rblock = min(rblock, triton.next_power_of_2(rnumel))
     xblock = min(xblock, triton.next_power_of_2(xnumel))
     return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))
