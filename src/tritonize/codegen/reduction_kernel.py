@@ -204,6 +204,7 @@ class _ReductionWriter(_BodyWriter):
         self.apply_r_mask = space.rnumel % limit != 0
         self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
         self.online: dict[str, str] = {}  # max member name -> the sum member computed with it
+        self.tile_reductions: dict = {}  # (type, body, correction) -> result (persistent kernels)
 
     def _base_mask(self):
         return None
@@ -317,11 +318,25 @@ class _ReductionWriter(_BodyWriter):
         return results
 
     def _reduce_tile(self, member: Member) -> str:
+        """One persistent reduction; equal reductions are computed once, and var reuses the row
+        sum of the same values (var_mean: two cross-thread reductions, not three)."""
         buffer: ReductionBuffer = member.buffer
+        key = (buffer.reduction_type, member.body, buffer.correction)
+        if key in self.tile_reductions:
+            return self.tile_reductions[key]
         value = self.render(member.body, self.full_mask)
         dtype = member.body.dtype
         tile = self.masked_tile(value, dtype, neutral_value(buffer.reduction_type, dtype))
-        return persistent_lines(self, buffer, tile, dtype, self.space.rnumel)
+        total = None
+        if buffer.reduction_type in ("sum", "var"):
+            sum_key = ("sum", member.body, 0.0)
+            if sum_key not in self.tile_reductions:
+                self.tile_reductions[sum_key] = self.new_var(f"helpers.sum2({tile}, 1)")
+            total = self.tile_reductions[sum_key]
+        result = total if buffer.reduction_type == "sum" else \
+            persistent_lines(self, buffer, tile, dtype, self.space.rnumel, total)
+        self.tile_reductions[key] = result
+        return result
 
     def _store_full(self, member: Member) -> None:
         index = self.space.rewrite.get(member.store_index, member.store_index)

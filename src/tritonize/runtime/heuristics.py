@@ -49,10 +49,10 @@ def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
 
 def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
     """Measured on an H100 (bench/pointwise_configs.py, docs/benchmarks.md): 1-D kernels peak at
-    XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 64x128, 4 warps.
+    XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 128x128, 4 warps.
     On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
     if ynumel > 1:
-        ylimit, xlimit = (64, 128) if on_gpu else (128, 128)
+        ylimit, xlimit = 128, 128
         xblock = min(xlimit, triton.next_power_of_2(xnumel))
         yblock = min(ylimit, triton.next_power_of_2(ynumel))
         grid = (triton.cdiv(xnumel, xblock) * triton.cdiv(ynumel, yblock),)
