@@ -4,7 +4,7 @@ Source is written once to the cache directory under its content hash and importe
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
 set only while they load, so only our own kernels are interpreted; their `libdevice`, `helpers`
 and `checks` names are then bound to the interpreter twins (and the helpers' reduce and scan to
-runtime/interpreter_tiles.py).
+runtime/interpreter_tiles.py), and `range` to runtime/interpreter_range.py.
 """
 from __future__ import annotations
 
@@ -94,7 +94,9 @@ def load_source_module(source: str, prefix: str, interpret: bool):
     module = _exec_module(path, f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}", interpret)
     if interpret:
         from . import interpreter_checks, interpreter_libdevice
+        from .interpreter_range import interpreter_range
 
+        module.range = interpreter_range
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
         module.checks = interpreter_checks
