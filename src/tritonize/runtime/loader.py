@@ -16,6 +16,10 @@ import pathlib
 import sys
 import threading
 
+# Kernel sources import these by name. Import them here, outside any interpreter scope, so the
+# regular modules (what GPU kernels call) exist before a CPU kernel loads under TRITON_INTERPRET.
+from . import index_checks, triton_helpers  # noqa: E402,F401
+
 _LOCK = threading.Lock()
 _MODULES: dict = {}
 
