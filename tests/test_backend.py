@@ -107,7 +107,35 @@ def test_wrapper_runs_as_a_script(tmp_path, device):
 
 
 def test_report_prints_readably(device):
-    report = tritonize.explain(lambda x: torch.cumsum(x.sin(), 0), torch.randn(6, device=device))
+    report = tritonize.explain(lambda x: torch.histc(x.sin(), 4), torch.randn(6, device=device))
     text = str(report)
-    assert "kernel triton_poi_fused_sin" in text and "fallback aten.cumsum.default x1" in text
+    assert "kernel triton_poi_fused_sin" in text and "fallback aten.histc.default x1" in text
     assert report.kernels[0].kind == "pointwise"
+
+
+def test_kernels_on_tensors_of_another_device_run_through_aten():
+    """A GPU kernel handed a CPU tensor would crash at launch: such a graph goes to aten, named."""
+    from tritonize.errors import Unsupported
+    from tritonize.ir.nodes import InputBuffer, Layout
+    from tritonize.pipeline import check_kernel_devices
+
+    def buffer(name, device):
+        return InputBuffer(name, Layout((4,), (1,), 0, torch.float32, torch.device(device)), 0)
+
+    buffers = {"arg0_1": buffer("arg0_1", "cuda"), "const_c": buffer("const_c", "cpu")}
+    check_kernel_devices([("triton_poi_0", ["arg0_1"])], buffers, "cuda")
+    with pytest.raises(Unsupported, match="triton_poi_1 would be launched on const_c, a cpu tensor"):
+        check_kernel_devices([("triton_poi_0", ["arg0_1"]), ("triton_poi_1", ["arg0_1", "const_c"])],
+                             buffers, "cuda")
+    check_kernel_devices([("triton_poi_1", ["const_c"])], buffers, "cpu")
+
+
+def test_interpreted_kernels_do_not_replace_the_gpu_helpers():
+    code = ("import torch, tritonize\n"
+            "f = torch.compile(lambda x: torch.maximum(x, x * 2).sum(), backend='tritonize')\n"
+            "f(torch.randn(8))\n"
+            "from tritonize.runtime import triton_helpers\n"
+            "from triton.runtime.jit import JITFunction\n"
+            "assert type(triton_helpers.maximum) is JITFunction, type(triton_helpers.maximum)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

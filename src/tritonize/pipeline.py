@@ -1,7 +1,8 @@
 """compile_graph: the whole compiler, stage by stage. Read this first.
 
     aten FX graph
-      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls
+      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls, user kernels
+      -> reinplace_user_kernels (schedule/) user kernels write in place where nothing needs a copy
       -> schedule          (schedule/)  ordered kernel groups and extern calls, fused
       -> render_kernel     (codegen/)   one @triton.jit kernel per group
       -> render_wrapper    (codegen/)   the Python module that allocates, launches, frees
@@ -18,14 +19,20 @@ import warnings
 import torch
 
 from .codegen.kernel import render_kernel
+from .codegen.reduction_kernel import render_reduction_kernel
+from .codegen.scan_kernel import render_scan_kernel
+from .codegen.scatter_kernel import render_scatter_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.scatter import ScatterOp
+from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
-from .report import GraphArtifacts, KernelInfo
+from .report import GraphArtifacts, KernelInfo, user_kernel_info
 from .runtime.loader import load_source_module
 from .schedule.fusion import KernelGroup, schedule
+from .schedule.reinplace import reinplace_user_kernels
 
 
 class CompiledGraph:
@@ -46,11 +53,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     dump.write("0_aten_graph.py", gm.print_readable(print_output=False))
     try:
         graph = lower_graph(gm, example_inputs, options)
+        reinplace_user_kernels(graph)
         dump.write("1_ir.txt", graph.render())
         plan = schedule(graph)
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
-        device = graph_device(example_inputs)
+        device = graph_device(example_inputs, gm)
+        check_kernel_devices(calls.values(), graph.buffers, device)
         wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}")
         dump.write("4_wrapper.py", wrapper)
         module = load_source_module(wrapper, "wrapper", interpret=False)
@@ -61,20 +70,39 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     except Exception as err:  # a bug in the compiler: say where, never run wrong code
         return _on_failure(gm, options, CompileError("codegen", f"{type(err).__name__}: {err}"))
     module.CONSTANTS.update(constants)
+    user_kernels = [op for op in plan.steps if isinstance(op, UserKernelCall)]
     artifacts = GraphArtifacts(
-        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()],
+        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()]
+        + [user_kernel_info(op) for op in user_kernels],
         [(str(op.target), op.reason) for op in graph.operations
          if isinstance(op, ExternCall) and op.kind == "fallback"],
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
-        wrapper)
+        wrapper,
+        clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
     return CompiledGraph(module.call, artifacts)
 
 
-def graph_device(example_inputs) -> str:
+def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if not devices and gm is not None:  # no tensor inputs (torch.rand(...) alone): ask the nodes
+        values = [node.meta.get("val") for node in gm.graph.nodes]
+        devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
     if len(devices) > 1:
         raise Unsupported(f"inputs on several devices: {sorted(devices)}")
     return "cpu" if devices == {"cpu"} or not devices else "cuda"
+
+
+def check_kernel_devices(calls, buffers: dict, device: str) -> None:
+    """Every tensor a generated kernel is launched on lives on the graph's device: a CPU tensor
+    in a GPU graph (a constant, an aten result) would crash the launch, so the graph runs
+    through aten instead, saying which tensor."""
+    for kernel, arg_names in calls:
+        for name in arg_names:
+            buffer = buffers.get(name)
+            where = torch.device(buffer.layout.device).type if buffer is not None else device
+            if where != device:
+                raise Unsupported(f"kernel {kernel} would be launched on {name}, a {where} tensor, "
+                                  f"in a {device} graph")
 
 
 def render_kernels(plan, graph, dump):
@@ -83,10 +111,11 @@ def render_kernels(plan, graph, dump):
     by_body: dict = {}
     calls: dict = {}
     for step in plan.steps:
-        if not isinstance(step, KernelGroup):
+        if not isinstance(step, (KernelGroup, ScatterOp)):
             continue
         name = kernel_name(step, len(kernels))
-        rendered = render_kernel(step, graph.buffers, name)
+        render = _renderer(step)
+        rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
         if body_key not in by_body:
@@ -98,13 +127,25 @@ def render_kernels(plan, graph, dump):
     return kernels, calls
 
 
-def kernel_name(group: KernelGroup, index: int) -> str:
+def _renderer(step):
+    if isinstance(step, ScatterOp):
+        return render_scatter_kernel
+    if step.is_scan:
+        return render_scan_kernel
+    return render_reduction_kernel if step.is_reduction else render_kernel
+
+
+def kernel_name(group: KernelGroup | ScatterOp, index: int) -> str:
     ops = []
     for origin in group.origins():
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    return f"triton_poi_fused_{'_'.join(ops[:4])}_{index}"
+    if isinstance(group, ScatterOp):
+        prefix = "scatter"
+    else:
+        prefix = "scan" if group.is_scan else ("red" if group.is_reduction else "poi")
+    return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 
 def eager_graph(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:

@@ -14,7 +14,10 @@ import math
 import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
+from ..ir.scatter import ScatterOp
+from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
+from .user_kernel import user_kernel_lines
 
 
 class WrapperWriter:
@@ -56,6 +59,10 @@ def _last_uses(steps: list, graph: GraphIR) -> dict[str, int]:
         for op in ops:
             for name in reads_of(op):
                 last[name] = i
+    for step in steps:  # registers only: never allocated, so never freed or reused
+        if isinstance(step, KernelGroup):
+            for name in step.internal:
+                last.pop(name, None)
     for out in graph.outputs:
         if out.view is not None:
             last[out.view.buffer_name] = len(steps)
@@ -80,10 +87,11 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
     for name, kernel in kernel_sources.items():
         header.append("")
         header.append(f"# aten nodes: {', '.join(kernel.origins)}")
+        checks = ", checks=True" if kernel.checks else ""
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
         header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
-                      f"rnumel={kernel.rnumel}, device={device!r})")
+                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}{checks})")
     specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
              for b in graph.inputs]
     footer = ["", "", "INPUTS = [", *specs, "]", "", 'if __name__ == "__main__":',
@@ -102,15 +110,21 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
-    # A fallback's result may be a view of its inputs: never hand those buffers out again.
+    # A fallback's result may be a view of its inputs, and a user kernel's output may be its
+    # argument's buffer (written in place): never hand those buffers out again.
     extern_args = set()
     for step in steps:
-        if isinstance(step, ExternCall) and step.kind == "fallback":
+        if isinstance(step, ExternCall) and step.kind == "fallback" or isinstance(step, UserKernelCall):
             extern_args |= reads_of(step)
     pool: dict = {}
     for i, step in enumerate(steps):
         if isinstance(step, KernelGroup):
             lines += _kernel_lines(step, kernels[id(step)], pool)
+        elif isinstance(step, UserKernelCall):
+            lines += user_kernel_lines(writer, step)
+        elif isinstance(step, ScatterOp):  # writes into its (allocated) target in place
+            kernel_var, args = kernels[id(step)]
+            lines.append(f"    {kernel_var}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
             lines += _extern_lines(writer, step, set(last_use))
         lines += _free_lines(i, last_use, graph, pool, extern_args)
@@ -147,7 +161,7 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
     if len(call.outputs) == 1 and call.outputs[0].path == ():
         out = call.outputs[0].buffer
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
-        if call.kind != "alloc":
+        if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
             lines.append(f"    {out.name} = ensure_layout({out.name}, {out.layout.size}, {out.layout.stride})")
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]

@@ -4,7 +4,8 @@
 * `TensorValue`: a lazy tensor, `body` is an Expr over d0..d{rank-1} (see ir/expr.py). Lowering
   passes these between FX nodes; views make new TensorValues, never copies.
 * Buffer producers, in the order the wrapper runs them (`GraphIR.operations`):
-  `ComputedBuffer` (a TensorValue materialized by a generated kernel), `ExternCall` (an aten call
+  `ComputedBuffer` (a TensorValue materialized by a generated kernel; `ReductionBuffer` and
+  `ScanBuffer` are its reducing and scanning kinds), `ExternCall` (an aten call
   made from the wrapper: library kernels on purpose, or fallbacks for ops we cannot lower).
 * `GraphIR`: inputs, operations, outputs; what lowering hands to the scheduler.
 
@@ -114,6 +115,63 @@ class ComputedBuffer(Buffer):
     origins: list[str]  # names of the aten FX nodes whose computation this buffer holds
 
 
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var")
+
+
+def neutral_value(rtype: str, dtype: torch.dtype):
+    """The element that leaves a reduction unchanged (what masked lanes hold)."""
+    if rtype in ("sum", "var"):
+        return 0
+    if rtype == "prod":
+        return 1
+    largest = rtype in ("min", "argmin")
+    if dtype.is_floating_point:
+        return float("inf") if largest else float("-inf")
+    info = torch.iinfo(dtype)
+    return info.max if largest else info.min
+
+
+@dataclasses.dataclass
+class ReductionBuffer(ComputedBuffer):
+    """A buffer whose element at output index d reduces `body` over the reduced dims.
+
+    `body` is an Expr over the output's dim variables d0.. and the reduction variables rd0..
+    (one per reduced dim, row-major, so argmax/argmin give flat indices over them). Its dtype is
+    the accumulation dtype, which is also the buffer's: lowering casts the result afterwards.
+    `source` records the shape that was reduced: (size, reduced) per dim of the reduced tensor,
+    so pointwise buffers of that shape can join the reduction's kernel. `correction` is var's.
+    """
+
+    reduction_type: str = "sum"
+    reduction_ranges: tuple[int, ...] = ()
+    source: tuple[tuple[int, bool], ...] = ()
+    correction: float = 0.0
+
+    @property
+    def rnumel(self) -> int:
+        n = 1
+        for s in self.reduction_ranges:
+            n *= s
+        return n
+
+
+SCAN_TYPES = ("sum", "prod", "max", "min", "logsumexp", "argmax", "argmin")
+
+
+@dataclasses.dataclass
+class ScanBuffer(ComputedBuffer):
+    """A buffer whose element at index d combines `body` over positions 0..d[scan_dim] of that dim.
+
+    `body` is an Expr over the buffer's own dims d0.. (the scan's input element, in the
+    accumulation dtype, which is the buffer's dtype). "argmax"/"argmin" hold the position of
+    the running max/min (the last one on ties, NaN counting as the largest, like torch.cummax),
+    in int64; lowering casts values to the dtype eager gives afterwards.
+    """
+
+    scan_type: str = "sum"
+    scan_dim: int = 0
+
+
 @dataclasses.dataclass
 class ExternOutput:
     """One tensor result of an ExternCall: `path` indexes into the call's (nested) result."""
@@ -169,17 +227,27 @@ class GraphIR:
             if isinstance(op, ComputedBuffer):
                 table[op.name] = op
             else:
-                for out in op.outputs:
+                for out in getattr(op, "outputs", []):  # a ScatterOp writes into an existing buffer
                     table[out.buffer.name] = op
         return table
 
     def render(self) -> str:
         lines = [f"inputs: {', '.join(f'{b.name}{list(b.layout.size)}' for b in self.inputs)}"]
         for op in self.operations:
-            if isinstance(op, ComputedBuffer):
+            if isinstance(op, ReductionBuffer):
+                lines.append(f"{op.name} = {op.reduction_type} over {list(op.reduction_ranges)} "
+                             f"size={list(op.layout.size)} {op.layout.dtype}  # {', '.join(op.origins)}")
+                lines.append(f"    {op.body!r}")
+            elif isinstance(op, ScanBuffer):
+                lines.append(f"{op.name} = scan {op.scan_type} along dim {op.scan_dim} "
+                             f"size={list(op.layout.size)} {op.layout.dtype}  # {', '.join(op.origins)}")
+                lines.append(f"    {op.body!r}")
+            elif isinstance(op, ComputedBuffer):
                 lines.append(f"{op.name} = compute size={list(op.layout.size)} "
                              f"stride={list(op.layout.stride)} {op.layout.dtype}  # {', '.join(op.origins)}")
                 lines.append(f"    {op.body!r}")
+            elif hasattr(op, "render"):  # ScatterOp (ir/scatter.py)
+                lines.append(op.render())
             else:
                 outs = ", ".join(o.buffer.name for o in op.outputs)
                 lines.append(f"{outs} = {op.kind} {op.target}  # {op.origin}")

@@ -37,6 +37,7 @@ class LoweringContext:
         self.constants: dict[str, torch.Tensor] = {}
         self.storage_offsets: dict[str, int] = {}
         self.current_node = None
+        self.random = None  # lower/random.py's RandomState, once the graph has a random op
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------
@@ -61,6 +62,11 @@ class LoweringContext:
         self.buffers[buffer.name] = buffer
         self.operations.append(buffer)
         return buffer
+
+    def add_computed(self, buffer: ComputedBuffer) -> None:
+        """Register a buffer a generated kernel fills (e.g. a ReductionBuffer built by a lowering)."""
+        self.buffers[buffer.name] = buffer
+        self.operations.append(buffer)
 
     def _empty_buffer(self, value: TensorValue) -> Buffer:
         """Tensors with no elements need no kernel: the wrapper allocates them directly."""

@@ -2,9 +2,10 @@
 
 Source is written once to the cache directory under its content hash and imported from there
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
-set only while they load, so only our own kernels are interpreted; their `libdevice` and
-`helpers` names are then bound to the interpreter twins. Before the first one loads, the
-work-arounds for interpreter bugs in runtime/interpreter_fixes.py are applied.
+set only while they load, so only our own kernels are interpreted; their `libdevice`, `helpers`
+and `checks` names are then bound to the interpreter twins (and the helpers' reduce and scan to
+runtime/interpreter_tiles.py), and `range` to runtime/interpreter_range.py. Before the first CPU
+module loads, the work-arounds for interpreter bugs in runtime/interpreter_fixes.py are applied.
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ import os
 import pathlib
 import sys
 import threading
+
+# Kernel sources import these by name. Import them here, outside any interpreter scope, so the
+# regular modules (what GPU kernels call) exist before a CPU kernel loads under TRITON_INTERPRET.
+from . import index_checks, triton_helpers  # noqa: E402,F401
 
 _LOCK = threading.Lock()
 _MODULES: dict = {}
@@ -77,8 +82,13 @@ def interpreter_helpers():
     key = ("helpers", True)
     with _LOCK:
         if key not in _MODULES:
+            from . import interpreter_tiles
+
             path = pathlib.Path(__file__).with_name("triton_helpers.py")
-            _MODULES[key] = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module.reduce_along = interpreter_tiles.reduce_along
+            module.scan_along = interpreter_tiles.scan_along
+            _MODULES[key] = module
         return _MODULES[key]
 
 
@@ -92,10 +102,13 @@ def load_source_module(source: str, prefix: str, interpret: bool):
     path = _write_source(source, f"{prefix}_{digest}")
     module = _exec_module(path, f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}", interpret)
     if interpret:
-        from . import interpreter_libdevice
+        from . import interpreter_checks, interpreter_libdevice
+        from .interpreter_range import interpreter_range
 
+        module.range = interpreter_range
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
+        module.checks = interpreter_checks
     with _LOCK:
         _MODULES.setdefault(key, module)
         return _MODULES[key]
