@@ -12,9 +12,18 @@ regeneration: keep such explanations in KNOWN_REASONS in tests/opinfo_sweep.py.
 """
 
 EXPECTED_FAILURES = {
-    ('nn.functional.interpolate.bicubic', 'uint8'): "eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is torch's float decomposition (applied at the Autograd key, before any backend), which differs from eager by 1 on some elements; tritonize matches the decomposition exactly -- wrong_result: mismatch: output[0]: Mismatched elements: 432 / 101400 (0.4%); Greatest absolute difference: 1 at index (0, 0, 0, 102) (up to 1e-05 allowed); Greatest relative ",
-    ('nn.functional.interpolate.bilinear', 'uint8'): "eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is torch's float decomposition (applied at the Autograd key, before any backend), which differs from eager by 1 on some elements; tritonize matches the decomposition exactly -- wrong_result: mismatch: output[0]: Mismatched elements: 16690 / 101400 (16.5%); Greatest absolute difference: 1 at index (0, 0, 0, 3) (up to 1e-05 allowed); Greatest relative",
-    ('nn.functional.upsample_bilinear', 'uint8'): "eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is torch's float decomposition (applied at the Autograd key, before any backend), which differs from eager by 1 on some elements; tritonize matches the decomposition exactly -- wrong_result: mismatch: output[0]: Mismatched elements: 13 / 54 (24.1%); Greatest absolute difference: 1 at index (0, 0, 1, 1) (up to 1e-05 allowed); Greatest relative differ",
+    ('nn.functional.interpolate.bicubic', 'uint8'):
+        "wrong_result: eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is"
+        " torch's float decomposition (applied at the Autograd key, before any backend), which differs "
+        'from eager by 1 on some elements; tritonize matches the decomposition exactly',
+    ('nn.functional.interpolate.bilinear', 'uint8'):
+        "wrong_result: eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is"
+        " torch's float decomposition (applied at the Autograd key, before any backend), which differs "
+        'from eager by 1 on some elements; tritonize matches the decomposition exactly',
+    ('nn.functional.upsample_bilinear', 'uint8'):
+        "wrong_result: eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is"
+        " torch's float decomposition (applied at the Autograd key, before any backend), which differs "
+        'from eager by 1 on some elements; tritonize matches the decomposition exactly',
 }
 
 CUDA_EXPECTED_FAILURES = None

@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import sys
+import textwrap
 import traceback
 
 import torch
@@ -216,7 +217,9 @@ def _table(name: str, failures: dict | None) -> list[str]:
         return [f"{name} = None", ""]
     lines = [f"{name} = {{"]
     for key in sorted(failures):
-        lines.append(f"    {key!r}: {failures[key]!r},")
+        pieces = textwrap.wrap(failures[key], 96, drop_whitespace=False) or [""]
+        lines.append(f"    {key!r}:")
+        lines += [f"        {piece!r}" for piece in pieces[:-1]] + [f"        {pieces[-1]!r},"]
     return lines + ["}", ""]
 
 
@@ -246,14 +249,14 @@ def write_expected(results: list[dict], device: str = "cpu", path: pathlib.Path 
                    known_reasons: dict | None = None) -> None:
     """Rewrite the file: the table of `device` from this run's failures; the other device's table
     is kept, and so is SLOW unless this is a CPU run (SLOW is measured on the CPU interpreter).
-    known_reasons (entry id -> text) prefixes the reason of every dtype of that entry."""
+    known_reasons (entry id -> text) replaces the generated reason of every dtype of that entry."""
     old = load_expected(path)
     known_reasons = known_reasons or {}
     failures = {}
     for r in results:
         if r["status"] == "fail":
             known = known_reasons.get(r["id"])
-            failures[result_key(r)] = (f"{known} -- " if known else "") + table_reason(r)
+            failures[result_key(r)] = f"{r['category']}: {known}" if known else table_reason(r)
     cpu_table, cuda_table = old.get("EXPECTED_FAILURES", {}), old.get("CUDA_EXPECTED_FAILURES")
     slow = dict(old.get("SLOW_SECONDS_SEEN", {}))
     if torch.device(device).type == "cuda":

@@ -98,7 +98,7 @@ NONDETERMINISTIC = frozenset({
 })
 
 # Why an entry cannot pass, where the one-line error does not say it (entry id -> reason);
-# --write-expected puts these in front of the generated reasons.
+# --write-expected writes these instead of the generated reasons.
 _UINT8_UPSAMPLE = ("eager's uint8 upsampling kernel rounds in fixed point; the graph tritonize gets is "
                    "torch's float decomposition (applied at the Autograd key, before any backend), which "
                    "differs from eager by 1 on some elements; tritonize matches the decomposition exactly")
