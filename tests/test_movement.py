@@ -1,6 +1,6 @@
 """Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
 split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
-angle, ldexp and the special functions (erfcx, i1, Bessel, ndtri). Eager's values, no fallbacks."""
+angle, ldexp and the special functions (erfcx, i1, Bessel, ndtri, digamma). Eager's values, no fallbacks."""
 import pytest
 import torch
 
@@ -81,3 +81,14 @@ def test_libdevice_special_functions(device, dtype):
                               special.bessel_y1(t.abs() + 0.5), special.modified_bessel_i0(t),
                               special.modified_bessel_i1(t), special.spherical_bessel_j0(t), special.ndtri(q)),
                 x, p, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64], ids=str)
+def test_digamma_and_polygamma_order_0(device, dtype):
+    values = [0.0, -0.0, -1.0, -2.5, 1e-8, 1.4616321, 3.3, 12.0, 1e6, -7.9999, -19.95, 0.25,
+              float("inf"), float("-inf"), float("nan")]
+    if not dtype.is_floating_point:
+        values = [0, -1, 1, 2, 7, 100, -3]
+    x = torch.cat([torch.tensor(values), torch.linspace(-20, 30, 101)]).to(device=device, dtype=dtype) \
+        if dtype.is_floating_point else torch.tensor(values, device=device, dtype=dtype)
+    no_fallback(lambda t: (torch.digamma(t), torch.polygamma(0, t), torch.special.psi(t)), x)

@@ -66,7 +66,7 @@ UNARY = {
     "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", 
     "round": "libdevice.nearbyint({0})", "frac": "({0} - libdevice.trunc({0}))",
     "i0": "libdevice.cyl_bessel_i0({0})", "i1": "libdevice.cyl_bessel_i1({0})",
-    "ndtri": "libdevice.normcdfinv({0})", "sign": "helpers.sign({0})",
+    "ndtri": "libdevice.normcdfinv({0})", "digamma_positive": "helpers.digamma_positive({0})", "sign": "helpers.sign({0})",
     "relu": "tl.where({0} < 0, 0, {0})", "isnan": "({0} != {0})",
     "isinf": "(tl.abs({0}) == float(\"inf\"))", "isfinite": "(tl.abs({0}) < float(\"inf\"))",
     "signbit": "(libdevice.signbit({0}) != 0)", "logical_not": "({0} == 0)",

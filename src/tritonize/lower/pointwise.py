@@ -340,6 +340,43 @@ def lower_spherical_bessel_j0(ctx, node, x):
     return pointwise(node, [x], build)
 
 
+def _digamma(a: ex.Expr) -> ex.Expr:
+    """digamma from helpers.digamma_positive, reflected for x < 0: digamma(1 - x) - pi / tan(pi r),
+    r the fractional part of x (tan has period pi; pi * x would round away the digits that matter
+    near the poles), computed in fp64 as torch's CPU kernel does. Like torch: -inf at +0, +inf at
+    -0, NaN at the negative integers and -inf."""
+    f = a.dtype
+
+    def c(value):
+        return ex.constant(value, f)
+
+    negative = ex.op("lt", a, c(0), dtype=torch.bool)
+    reflected = ex.op("where", negative, ex.op("sub", c(1), a, dtype=f), a, dtype=f)
+    positive = ex.op("digamma_positive", reflected, dtype=f)
+    d = torch.float64
+    fraction = ex.to_dtype(ex.op("sub", a, ex.op("trunc", a, dtype=f), dtype=f), d)
+    tangent = ex.op("tan", ex.op("mul", ex.constant(math.pi, d), fraction, dtype=d), dtype=d)
+    cotangent = ex.to_dtype(ex.op("truediv", ex.constant(math.pi, d), tangent, dtype=d), f)
+    value = ex.op("where", negative, ex.op("sub", positive, cotangent, dtype=f), positive, dtype=f)
+    at_zero = ex.op("where", ex.op("signbit", a, dtype=torch.bool), c(math.inf), c(-math.inf), dtype=f)
+    value = ex.op("where", ex.op("eq", a, c(0), dtype=torch.bool), at_zero, value, dtype=f)
+    integer = ex.op("eq", a, ex.op("floor", a, dtype=f), dtype=torch.bool)
+    pole = ex.op("logical_and", negative, integer, dtype=torch.bool)
+    return ex.op("where", pole, c(math.nan), value, dtype=f)
+
+
+@lowering(aten.digamma.default)
+def lower_digamma(ctx, node, x):
+    return pointwise(node, [x], _digamma)
+
+
+@lowering(aten.polygamma.default)
+def lower_polygamma(ctx, node, n, x):
+    if n != 0:
+        raise Unsupported(f"polygamma of order {n} (only order 0, digamma, is generated)")
+    return pointwise(node, [x], _digamma)
+
+
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar,
           prims.where.default)
 def lower_where(ctx, node, cond, a, b):

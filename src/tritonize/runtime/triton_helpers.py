@@ -3,7 +3,7 @@
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
 fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit
-width), integer pow and gcd; combine functions of reductions and scans (cumsum, cummax with
+width), integer pow and gcd, digamma; combine functions of reductions and scans (cumsum, cummax with
 its index, logcumsumexp...); and Philox random numbers. The CPU path loads this same file a
 second time under Triton's interpreter (runtime/loader.py).
 """
@@ -378,3 +378,21 @@ def gcd_int(a, b):
         y = tl.where(nonzero, x, y)
         x = tl.where(nonzero, remainder, x)
     return y
+
+
+# --- special functions ---
+
+
+@triton.jit
+def digamma_positive(y):
+    # digamma for y >= 0: digamma(y) = digamma(y + 1) - 1/y until y >= 10, then the asymptotic
+    # series ln y - 1/(2y) - sum_k B_2k / (2k y^2k), through y^-14 (error below 1e-16 there)
+    shift = tl.full(y.shape, 0.0, y.dtype)
+    for _ in range(10):
+        small = y < 10.0
+        shift = tl.where(small, shift - 1.0 / y, shift)
+        y = tl.where(small, y + 1.0, y)
+    t = 1.0 / (y * y)
+    series = t * (1.0 / 12 - t * (1.0 / 120 - t * (1.0 / 252 - t * (1.0 / 240 - t * (
+        1.0 / 132 - t * (691.0 / 32760 - t / 12.0))))))
+    return tl.log(y) - 0.5 / y - series + shift
