@@ -113,15 +113,19 @@ def _rename(dims, prefix, renames):
 
 def _is_outer_reduction(space: RowIteration, members) -> bool:
     """True when the reductions' inputs are contiguous along rows, not along the reduced dim."""
+    return rows_are_contiguous(space, [m for m in members if m.role == "reduction"])
+
+
+def rows_are_contiguous(space: RowIteration, members) -> bool:
+    """True when the first load of `members` with a unit stride has it along the rows (x), not
+    along r: such kernels need several rows a program to coalesce (reductions, scans)."""
     if not space.r_dims or not space.x_dims:
         return False
     innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
+    symbols = [s for s, _ in space.x_dims + space.r_dims]
     for m in members:
-        if m.role != "reduction":
-            continue
         for load in ex.loads(m.body):
-            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]),
-                                         [s for s, _ in space.x_dims + space.r_dims])
+            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]), symbols)
             if coeffs is None:
                 continue
             if coeffs.get(innermost_r, 0) == 1:
