@@ -216,6 +216,15 @@ def test_integer_unary_ops(device, dtype):
                            x.exp() if dtype != torch.uint8 else x.sqrt(), x.float().sigmoid()), a)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_float_sign_and_sgn(device, dtype):
+    """sign is (x > 0) - (x < 0): -0.0 and nan give 0. (bf16 once gave -1 for positives on sm_90.)"""
+    x = torch.tensor([-3.5, -1e-3, -0.0, 0.0, 2e-3, 7.0, float("inf"), float("-inf"), float("nan")],
+                     device=device).to(dtype)
+    x = torch.cat([x, torch.randn(200, device=device, dtype=dtype)])
+    no_fallback(lambda t: (t.sign(), torch.sgn(t), t.sign() * t), x)
+
+
 def test_bool_arithmetic(device):
     a = torch.tensor([True, False, True, False], device=device)
     b = torch.tensor([True, True, False, False], device=device)

@@ -83,6 +83,15 @@ def test_libdevice_special_functions(device, dtype):
                 x, p, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_modified_bessel_at_infinity(device, dtype):
+    """torch's i0 and i1 (CPU and CUDA) give nan at +-inf, where libdevice gives the limit."""
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 3.0], device=device, dtype=dtype)
+    special = torch.special
+    no_fallback(lambda t: (torch.i0(t), special.i1(t), special.modified_bessel_i0(t),
+                           special.modified_bessel_i1(t)), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64], ids=str)
 def test_digamma_and_polygamma_order_0(device, dtype):
     values = [0.0, -0.0, -1.0, -2.5, 1e-8, 1.4616321, 3.3, 12.0, 1e6, -7.9999, -19.95, 0.25,

@@ -34,8 +34,15 @@ def fmin(a, b):
 
 @triton.jit
 def sign(x):
-    # like torch: (0 < x) - (x < 0), so sign(nan) is 0
-    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
+    # like torch: (0 < x) - (x < 0), so sign(nan) is 0. Formed in fp32 and cast once: an integer
+    # where() cast straight to bf16 gave -1 for positive inputs on sm_90 (Triton 3.6)
+    return (tl.where(x > 0, 1.0, 0.0) - tl.where(x < 0, 1.0, 0.0)).to(x.dtype)
+
+
+@triton.jit
+def nan_at_infinity(x, value):
+    # torch's i0 and i1 give nan at +-inf on the CPU and on CUDA; libdevice gives the limit
+    return tl.where(tl.abs(x) == float("inf"), float("nan"), value)
 
 
 @triton.jit
