@@ -126,7 +126,7 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
             kernel_var, args = kernels[id(step)]
             lines.append(f"    {kernel_var}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
-            lines += _extern_lines(writer, step)
+            lines += _extern_lines(writer, step, set(last_use))
         lines += _free_lines(i, last_use, graph, pool, extern_args)
     outs = ", ".join(writer.value_text(o.view) if o.view is not None else writer.value_text(o.value)
                      for o in graph.outputs)
@@ -150,7 +150,10 @@ def _kernel_lines(group: KernelGroup, kernel_var: str, pool: dict) -> list[str]:
     return lines
 
 
-def _extern_lines(writer: WrapperWriter, call: ExternCall) -> list[str]:
+def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[str]:
+    """The aten call, then each result the rest of the call reads, in the layout the graph expects
+    (results nothing reads are dropped unchecked: their layout may even differ from the meta, e.g.
+    embedding_bag's auxiliary outputs on the CPU)."""
     target = f"{_op_namespace(call.target)}.{call.target.__name__}"
     args = [writer.value_text(a) for a in call.args]
     args += [f"{k}={writer.value_text(v)}" for k, v in call.kwargs.items()]
@@ -163,6 +166,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall) -> list[str]:
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]
     for out in call.outputs:
+        if out.buffer.name not in used:
+            continue
         path = "".join(f"[{k}]" for k in out.path)
         lines.append(f"    {out.buffer.name} = ensure_layout({call.name}{path}, {out.buffer.layout.size}, "
                      f"{out.buffer.layout.stride})")

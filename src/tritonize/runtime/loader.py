@@ -4,7 +4,8 @@ Source is written once to the cache directory under its content hash and importe
 (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
 set only while they load, so only our own kernels are interpreted; their `libdevice`, `helpers`
 and `checks` names are then bound to the interpreter twins (and the helpers' reduce and scan to
-runtime/interpreter_tiles.py), and `range` to runtime/interpreter_range.py.
+runtime/interpreter_tiles.py), and `range` to runtime/interpreter_range.py. Before the first CPU
+module loads, the work-arounds for interpreter bugs in runtime/interpreter_fixes.py are applied.
 """
 from __future__ import annotations
 
@@ -64,6 +65,10 @@ def _write_source(source: str, stem: str) -> pathlib.Path:
 
 
 def _exec_module(path: pathlib.Path, module_name: str, interpret: bool):
+    if interpret:
+        from . import interpreter_fixes
+
+        interpreter_fixes.apply()
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
