@@ -65,8 +65,7 @@ FLOAT_UNARY = {
     aten.erfinv: "erfinv", aten.sigmoid: "sigmoid", aten.lgamma: "lgamma",
     aten.reciprocal: "reciprocal", aten.i0: "i0", aten.special_i1: "i1", aten.special_erfcx: "erfcx",
     aten.special_modified_bessel_i0: "i0", aten.special_modified_bessel_i1: "i1",
-    aten.special_bessel_j0: "j0", aten.special_bessel_j1: "j1", aten.special_bessel_y0: "y0",
-    aten.special_bessel_y1: "y1", aten.special_ndtri: "ndtri",
+    aten.special_ndtri: "ndtri",
 }
 
 SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",

@@ -61,6 +61,25 @@ def lower_angle(ctx, node, x):
     return pointwise(node, [x], build)
 
 
+BESSEL_FUNCTIONS = {aten.special_bessel_j0: "j0", aten.special_bessel_j1: "j1",
+                    aten.special_bessel_y0: "y0", aten.special_bessel_y1: "y1"}
+
+
+def _bessel(name):
+    def lower(ctx, node, x):
+        # On CUDA eager runs its own Cephes code: libdevice's versions differ by ~3e-7 in fp64 and
+        # give nan where eager gives 0 at infinity. The CPU interpreter calls torch's own.
+        if output_of(node)[2].type == "cuda":
+            raise Unsupported(f"bessel_{name} on CUDA: libdevice's {name} is not as accurate as "
+                              "eager's (runs through aten)")
+        return pointwise(node, [x], lambda a: ex.op(name, a, dtype=a.dtype))
+    return lower
+
+
+for _target, _name in BESSEL_FUNCTIONS.items():
+    lowering(_target)(_bessel(_name))
+
+
 @lowering(aten.special_spherical_bessel_j0.default)
 def lower_spherical_bessel_j0(ctx, node, x):
     # sin(x) / x; its Taylor series (terms through x**14) near 0, where the division loses digits
