@@ -3,7 +3,9 @@
 Each view builds the index of its input from the index of its output (`x.at(index)`): permute
 reorders the variables, expand pins broadcast dims to 0, slice scales and shifts, reshape splits
 and merges dims with FloorDiv/ModularIndexing. cat, constant_pad_nd and flip are index maps too,
-with masks where an output element has no input element.
+with masks where an output element has no input element, and so are slice_scatter and
+diagonal_scatter (the backward of slicing and diagonal): the source where the view's elements
+are, the input elsewhere.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 
 from ..errors import Unsupported
 from ..ir import expr as ex
+from ..ir.expr import Expr
 from ..ir.nodes import TensorValue, buffer_value, strided_view_of
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from .pointwise import output_of
@@ -25,9 +28,13 @@ aten = torch.ops.aten
 def view_of(node, x: TensorValue, index) -> TensorValue:
     """x read through `index`; indices are simplified so views of buffers stay plain strides."""
     size, dtype, device = output_of(node)
+    return view_with_size(x, size, index)
+
+
+def view_with_size(x: TensorValue, size, index) -> TensorValue:
     ranges = dict(zip(dim_vars(len(size)), size))
     body = ex.map_indices(x.at(index), lambda e: simplify_with_ranges(e, ranges))
-    return TensorValue(size, x.dtype, device, body)
+    return TensorValue(tuple(size), x.dtype, x.device, body)
 
 
 def _normalize_dim(dim: int, rank: int) -> int:
@@ -117,6 +124,26 @@ def lower_select(ctx, node, x, dim, position):
 @lowering(aten.narrow.default)
 def lower_narrow(ctx, node, x, dim, start, length):
     return lower_slice(ctx, node, x, dim, start, start + length if start >= 0 else start + x.size[dim] + length)
+
+
+@lowering(aten.split_with_sizes.default)
+def lower_split_with_sizes(ctx, node, x, split_sizes, dim=0):
+    dim = _normalize_dim(dim, x.rank)
+    out = dim_vars(x.rank)
+    pieces, start = [], 0
+    for length in split_sizes:
+        index = list(out)
+        index[dim] = out[dim] + start
+        pieces.append(view_with_size(x, (*x.size[:dim], length, *x.size[dim + 1:]), index))
+        start += length
+    return pieces
+
+
+@lowering(aten.split.Tensor)
+def lower_split(ctx, node, x, split_size, dim=0):
+    length = x.size[_normalize_dim(dim, x.rank)]
+    sizes = [min(split_size, length - start) for start in range(0, length, split_size)] or [0]
+    return lower_split_with_sizes(ctx, node, x, sizes, dim)
 
 
 @lowering(aten.diagonal.default)
@@ -254,3 +281,53 @@ def lower_constant_pad_nd(ctx, node, x, pad, value=0):
         return TensorValue(size, dtype, device, inner)
     body = ex.op("where", mask, ex.masked(mask, inner, 0), ex.constant(value, dtype), dtype=dtype)
     return TensorValue(size, dtype, device, body)
+
+
+def _all_of(checks):
+    mask = None
+    for check in checks:
+        if check is not None:
+            mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
+    return mask
+
+
+def _source_where(mask, source: Expr, x: TensorValue, node) -> TensorValue:
+    """`source` where mask holds (its loads masked), x elsewhere."""
+    size, dtype, device = output_of(node)
+    inside = ex.to_dtype(source, dtype)
+    if mask is None:
+        return TensorValue(size, dtype, device, inside)
+    outside = ex.to_dtype(x.at(dim_vars(len(size))), dtype)
+    return TensorValue(size, dtype, device, ex.op("where", mask, ex.masked(mask, inside, 0), outside, dtype=dtype))
+
+
+def _equals(index, value: int) -> Expr:
+    return ex.op("eq", ex.index_expr(index, torch.int64), ex.constant(value, torch.int64), dtype=torch.bool)
+
+
+@lowering(aten.slice_scatter.default)
+def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+    dim = _normalize_dim(dim, x.rank)
+    length = x.size[dim]
+    start, _, _ = slice(start, end, step).indices(length)
+    count = src.size[dim]
+    if count == 0:
+        return _source_where(None, x.at(dim_vars(x.rank)), x, node)
+    out = dim_vars(x.rank)
+    checks = [_in_range(out[dim], start, start + step * (count - 1) + 1, length)]
+    if step > 1:
+        checks.append(_equals(ModularIndexing(out[dim], 1, step), start % step))
+    index = list(out)
+    index[dim] = FloorDiv(out[dim] - start, step) if step > 1 else out[dim] - start
+    return _source_where(_all_of(checks), src.at(index), x, node)
+
+
+@lowering(aten.diagonal_scatter.default)
+def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1):
+    d1, d2 = _normalize_dim(dim1, x.rank), _normalize_dim(dim2, x.rank)
+    out = dim_vars(x.rank)
+    row, column = out[d1], out[d2]
+    diag = column - max(offset, 0)  # position along the diagonal (src's last dim)
+    # every element on the diagonal has one in src: no range check
+    index = [out[k] for k in range(x.rank) if k not in (d1, d2)] + [diag]
+    return _source_where(_equals(column - row, offset), src.at(index), x, node)
