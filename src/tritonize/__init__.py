@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from . import config
@@ -32,6 +34,8 @@ def explain(fn, *args, options: dict | None = None, **kwargs) -> Report:
     """Compile `fn` afresh, run it once on the arguments, and report what tritonize generated.
 
     Resets Dynamo's caches first (torch._dynamo.reset()), so every graph is compiled again.
+    When outputs need gradients, the backward graphs are compiled right away too (not when
+    backward first runs), so the report shows their kernels and fallbacks: backward does not run.
     """
     return run_and_explain(fn, *args, options=options, **kwargs)[1]
 
@@ -41,9 +45,18 @@ def run_and_explain(fn, *args, options: dict | None = None, **kwargs):
     torch._dynamo.reset()
     recorder: list = []
     compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder))
-    outputs = compiled(*args, **kwargs)
+    with _backward_compiled_with_forward():
+        outputs = compiled(*args, **kwargs)
     artifacts = [a for a in recorder if a != "graph"]
     return outputs, Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
+
+
+def _backward_compiled_with_forward():
+    """AOTAutograd compiles a backward graph when backward first runs, unless told otherwise."""
+    functorch_config = torch._functorch.config
+    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        return contextlib.nullcontext()  # older torch: backward graphs show once backward runs
+    return functorch_config.patch(force_non_lazy_backward_lowering=True)
 
 
 def _register() -> None:
