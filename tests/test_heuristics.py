@@ -24,6 +24,8 @@ def test_reduction_configs(kind, x, r, hint, on_gpu, blocks, warps):
 
 @pytest.mark.parametrize("fn, hint", [
     (lambda t: t.sum(-1), "inner_sum"),
+    (lambda t: t.bfloat16().sum(-1), "inner_sum"),  # a per-row cast after the sum keeps the hint
+    (lambda t: t.sum(-1, keepdim=True) * t, "inner"),  # a row-sized output
     (lambda t: torch.var_mean(t, dim=-1), "inner"),
     (lambda t: torch.softmax(t, -1), "inner"),
     (lambda t: t.amax(-1), "inner"),

@@ -26,10 +26,12 @@ class Functional(nn.Module):
     def __init__(self, fn, *params: torch.Tensor):
         super().__init__()
         self.fn = fn
-        self.params = nn.ParameterList([nn.Parameter(p) for p in params])
+        self.count = len(params)
+        for i, p in enumerate(params):  # plain attributes: Dynamo of torch 2.11 cannot unpack a ParameterList
+            setattr(self, f"param{i}", nn.Parameter(p))
 
     def forward(self, *inputs):
-        return self.fn(*inputs, *self.params)
+        return self.fn(*inputs, *[getattr(self, f"param{i}") for i in range(self.count)])
 
 
 def mean_square(out):

@@ -83,7 +83,7 @@ def _hint(outer: bool, members) -> str:
         return "outer"
     reductions = [m for m in members if m.role == "reduction"]
     lone_sum = len(reductions) == 1 and reductions[0].buffer.reduction_type == "sum" and \
-        all(m.role == "reduction" for m in members)
+        not any(m.role == "full" for m in members)
     return "inner_sum" if lone_sum else "inner"
 
 
