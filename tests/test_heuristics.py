@@ -8,13 +8,12 @@ from tritonize.runtime.heuristics import pick_config
 
 @pytest.mark.parametrize("kind, x, r, hint, on_gpu, blocks, warps", [
     ("persistent_reduction", 16384, 4096, "inner", True, {"XBLOCK": 1}, 8),       # softmax, var_mean
-    ("persistent_reduction", 16384, 4096, "inner_sum", True, {"XBLOCK": 1}, 16),  # a plain sum
-    ("persistent_reduction", 16384, 1000, "inner_sum", True, {"XBLOCK": 2}, 4),
+    ("persistent_reduction", 16384, 1000, "inner", True, {"XBLOCK": 2}, 4),
     ("persistent_reduction", 4096, 128, "inner", True, {"XBLOCK": 16}, 4),
     ("persistent_reduction", 4096, 16, "outer", True, {"XBLOCK": 128}, 4),
     ("reduction", 65536, 1024, "outer", True, {"XBLOCK": 64, "RBLOCK": 256}, 8),
     ("reduction", 8192, 32000, "inner", True, {"XBLOCK": 1, "RBLOCK": 4096}, 4),
-    ("persistent_reduction", 16384, 4096, "inner_sum", False, {"XBLOCK": 16}, 8),  # CPU: big blocks
+    ("persistent_reduction", 16384, 4096, "inner", False, {"XBLOCK": 16}, 8),  # CPU: big blocks
 ])
 def test_reduction_configs(kind, x, r, hint, on_gpu, blocks, warps):
     config = pick_config(kind, x, 1, r, on_gpu, hint)
@@ -23,14 +22,10 @@ def test_reduction_configs(kind, x, r, hint, on_gpu, blocks, warps):
 
 
 @pytest.mark.parametrize("fn, hint", [
-    (lambda t: t.sum(-1), "inner_sum"),
-    (lambda t: t.bfloat16().sum(-1), "inner_sum"),  # a per-row cast after the sum keeps the hint
-    (lambda t: t.sum(-1, keepdim=True) * t, "inner"),  # a row-sized output
-    (lambda t: torch.var_mean(t, dim=-1), "inner"),
+    (lambda t: t.sum(-1), "inner"),
+    (lambda t: t.sum(0), "outer"),
     (lambda t: torch.softmax(t, -1), "inner"),
-    (lambda t: t.amax(-1), "inner"),
 ])
 def test_codegen_hints(fn, hint):
-    report = tritonize.explain(fn, torch.randn(8, 64))
-    (kernel,) = report.kernels
+    report = tritonize.explain(fn, torch.randn(64, 64))
     assert f"hint={hint!r}" in report.wrapper, report.wrapper

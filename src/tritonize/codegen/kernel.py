@@ -41,7 +41,7 @@ class RenderedKernel:
     ynumel: int
     origins: list[str]
     rnumel: int = 1
-    hint: str = ""  # reductions: "outer", "inner" or "inner_sum" (runtime/heuristics.pick_config)
+    hint: str = ""  # reductions: "inner" or "outer" (which way the inputs are contiguous)
     checks: bool = False  # calls runtime/index_checks.py (launched in debug mode on the GPU)
 
 

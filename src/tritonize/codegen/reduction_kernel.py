@@ -74,17 +74,7 @@ def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
-                          rnumel=space.rnumel, hint=_hint(outer, members), checks=writer.has_checks)
-
-
-def _hint(outer: bool, members) -> str:
-    """For the launch heuristics: outer, a lone inner reduction writing nothing row-sized, or inner."""
-    if outer:
-        return "outer"
-    reductions = [m for m in members if m.role == "reduction"]
-    lone_sum = len(reductions) == 1 and reductions[0].buffer.reduction_type == "sum" and \
-        not any(m.role == "full" for m in members)
-    return "inner_sum" if lone_sum else "inner"
+                          rnumel=space.rnumel, hint="outer" if outer else "inner", checks=writer.has_checks)
 
 
 def _member(rows, buffer) -> Member:

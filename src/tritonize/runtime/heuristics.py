@@ -35,13 +35,11 @@ class LaunchConfig:
 
 def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
                 hint: str = "") -> LaunchConfig:
-    """hint: for reductions, "outer" when inputs are contiguous along rows (x), not along r;
-    "inner_sum" for an inner reduction kernel that computes one reduction and writes nothing
-    row-sized (a plain sum), else "inner"."""
+    """hint: for reductions, "outer" when inputs are contiguous along rows (x), not along r."""
     if kind == "pointwise":
         return pointwise_config(xnumel, ynumel, on_gpu)
     if kind in ("persistent_reduction", "scan"):
-        return persistent_reduction_config(xnumel, rnumel, on_gpu, hint == "outer", hint == "inner_sum")
+        return persistent_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
     if kind == "reduction":
         return looped_reduction_config(xnumel, rnumel, on_gpu, hint == "outer")
     if kind == "looped_scan":
@@ -65,13 +63,12 @@ def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
-def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False,
-                                single_sum: bool = False) -> LaunchConfig:
+def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
     """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
-    pass 2048; 16 for a lone sum over rows of 4096 or more: 91.5% of copy bandwidth against
-    88.3% with 8 on the H100, where var_mean and softmax do best with 8), several rows a program
-    when rows are short. Outer reductions need at least 32 rows a program so that loads along
-    the rows coalesce."""
+    pass 2048), several rows a program when rows are short. Outer reductions need at least
+    32 rows a program so that loads along the rows coalesce. (16 warps for a plain sum over
+    rows of 4096 measured 91.5% of copy bandwidth in one H100 sweep and 71.6% in a later run,
+    against a steady 88-89% with 8: not taken.)"""
     rblock = triton.next_power_of_2(rnumel)
     budget = (4096 if rblock >= 2048 else 2048) if on_gpu else 1 << 16
     xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
@@ -80,8 +77,6 @@ def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: b
     num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
     if rblock * xblock <= 256:
         num_warps = 2
-    if single_sum and on_gpu and rblock >= 4096 and xblock == 1:
-        num_warps = 16
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
