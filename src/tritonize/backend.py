@@ -1,6 +1,6 @@
-"""The torch.compile entry: Dynamo hands us a torch-level FX graph; AOTAutograd with our
-decompositions turns it into aten graphs (an inference graph, or a forward and a backward graph
-when training), and each aten graph goes through pipeline.compile_graph."""
+"""The torch.compile entry: Dynamo hands us a torch-level FX graph (graph_passes adjusts it);
+AOTAutograd with our decompositions turns it into aten graphs (an inference graph, or a forward
+and a backward graph when training), and each aten graph goes through pipeline.compile_graph."""
 from __future__ import annotations
 
 import itertools
@@ -9,6 +9,7 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from .config import Options, make_options
+from .graph_passes import contiguous_attention_masks
 from .lower.decompositions import decomposition_table
 from .pipeline import compile_graph
 
@@ -40,6 +41,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def backend(gm: torch.fx.GraphModule, example_inputs):
         if recorder is not None:
             recorder.append("graph")
+        contiguous_attention_masks(gm)
         return aot_module_simplified(
             gm, example_inputs,
             fw_compiler=compile_forward,
