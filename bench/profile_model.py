@@ -34,7 +34,24 @@ def profile_backend(spec, mode, backend, steps, top):
             step()
         torch.cuda.synchronize()
     print(f"\n=== {spec.name} {mode} {backend}: {seconds * 1e3:.2f} ms a step")
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=top, max_name_column_width=70))
+    print_top_kernels(prof, steps, top)
+
+
+def device_time_us(event) -> float:
+    for name in ("self_device_time_total", "self_cuda_time_total"):  # renamed across torch versions
+        if hasattr(event, name):
+            return getattr(event, name)
+    return 0.0
+
+
+def print_top_kernels(prof, steps, top):
+    """Kernels by device time a step: time, share, launches a step, name."""
+    events = [e for e in prof.key_averages() if device_time_us(e) > 0]
+    total = sum(device_time_us(e) for e in events)
+    print(f"  device time a step: {total / steps / 1e3:.2f} ms")
+    for event in sorted(events, key=device_time_us, reverse=True)[:top]:
+        us = device_time_us(event)
+        print(f"  {us / steps / 1e3:7.3f} ms {100 * us / total:5.1f}%  x{event.count // steps:<4} {event.key[:90]}")
 
 
 def main(argv=None):

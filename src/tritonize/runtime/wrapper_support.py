@@ -39,6 +39,20 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
+def matmul_padded_rows(out_op, *args, **kwargs) -> torch.Tensor:
+    """`out_op` (aten.mm.out or aten.addmm.out) into an output whose rows are padded to 16 bytes,
+    returned dense. cuBLAS takes an unvectorized kernel when the output's row stride is not a
+    multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an H100 that way,
+    against 0.9 ms for the same product aligned; the copy back is one pass over the output."""
+    a, b = args[-2], args[-1]
+    per_row = max(1, 16 // a.element_size())
+    rows, cols = a.shape[0], b.shape[1]
+    padded = torch.empty_strided((rows, cols), (-(-cols // per_row) * per_row, 1), dtype=a.dtype,
+                                 device=a.device)
+    out_op(*args, **kwargs, out=padded)
+    return padded.contiguous()
+
+
 def random_input(size, stride, dtype, device) -> torch.Tensor:
     out = torch.empty_strided(size, stride, dtype=dtype, device=device)
     if dtype.is_floating_point:
