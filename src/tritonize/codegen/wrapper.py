@@ -184,13 +184,15 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
 
 def pads_output_rows(call: ExternCall) -> bool:
     """A big mm/addmm on CUDA whose output rows are not a multiple of 16 bytes (an odd
-    vocabulary size): computed into padded rows (runtime matmul_padded_rows), else cuBLAS takes
-    an unvectorized kernel."""
+    vocabulary size): computed with its columns padded (runtime matmul_padded_rows), else cuBLAS
+    takes an unvectorized kernel."""
     if call.kind != "extern" or call.target not in PADDABLE_MATMULS:
         return False
     layout = call.outputs[0].buffer.layout
     if layout.device.type != "cuda" or layout.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
+    if call.target == aten.addmm.default and len(call.args[0].size) != 1:
+        return False  # only a bias along the columns is padded
     rows, cols = layout.size
     depth = call.args[PADDABLE_MATMULS[call.target]].size[0]
     row_bytes = cols * layout.dtype.itemsize
