@@ -100,8 +100,9 @@ class Workload:
                 p.grad = None
             with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
                 output = forward(*inputs)
-            # square: the gradient of a plain mean is one constant a channel, which a training-mode
-            # batch norm cancels exactly, leaving every layer below it only rounding noise to compare
+            # square, not a plain mean: a plain mean sends the same gradient for every sample, and
+            # training-mode batch norm removes what is common to the batch; suspected to leave
+            # resnet50's gradients at rounding level (both compilers "mismatched" eager equally)
             loss = output.float().square().mean()
             loss.backward()
             return [loss.detach()] + [p.grad for p in params]
