@@ -257,16 +257,16 @@ def time_rounds(prepared, inputs, device, rounds):
     back ends interleaved round by round. A slow spell of the shared machine (seen on the H100:
     a whole 100 ms window at twice the usual time, for any back end) then costs one round of one
     back end, not its figure."""
-    times = {backend: [] for backend in prepared}
+    times, failed = {backend: [] for backend in prepared}, {}
     for _ in range(max(1, rounds)):
         for backend, (fn, _, _) in prepared.items():
-            if isinstance(times[backend], str):
-                continue  # failed in an earlier round
+            if backend in failed:
+                continue
             try:
                 times[backend].append(common.median_time_s(lambda: fn(*inputs), device))
             except Exception as exc:  # a back end's failure is a result, not a crash
-                times[backend] = common.describe_error(exc)
-    return {backend: v if isinstance(v, str) else min(v) for backend, v in times.items()}
+                failed[backend] = common.describe_error(exc)
+    return {backend: failed.get(backend) or min(values) for backend, values in times.items()}
 
 
 def run_case(case, backends, device, dtype, small, copy_gbs, rounds=3):
