@@ -51,7 +51,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
         device = graph_device(example_inputs)
-        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}")
+        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
+                                             options.mode)
         dump.write("4_wrapper.py", wrapper)
         module = load_source_module(wrapper, "wrapper", interpret=False)
     except Unsupported as err:

@@ -1,15 +1,24 @@
-"""Launch configurations for generated kernels, from their kind and sizes.
+"""Launch configurations for generated kernels: the first pick, and the candidates to autotune.
 
 Kernel kinds and the block parameters their source declares (`tl.constexpr`):
-* "pointwise": XBLOCK (1-D), or YBLOCK and XBLOCK (2-D tiles, flattened 1-D grid);
+* "pointwise": XBLOCK (1-D), or YBLOCK and XBLOCK (2-D tiles, for transposed reads);
 * "reduction": XBLOCK rows a program, RBLOCK elements of a row an iteration (looped);
 * "persistent_reduction": XBLOCK; RBLOCK is baked into the source (the whole row at once);
 * "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction.
 Sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
 
-A size-based rule for now (the autotuner is its own piece of work). Block sizes are powers of two
-no larger than MAX_BLOCK_1D / MAX_BLOCK_2D / MAX_XBLOCK_REDUCTION; codegen relies on these bounds
-to leave masks out when a size is a multiple of them.
+Every config respects MAX_BLOCK_1D / MAX_BLOCK_2D / MAX_XBLOCK_REDUCTION: block sizes are
+powers of two no larger than these, so codegen may leave masks out when a size is a multiple of
+them. A looped reduction masks its r range when rnumel % RBLOCK != 0, so any power-of-two RBLOCK
+is valid there. Blocks are clamped to the sizes (no block larger than next_power_of_2(numel)) and
+the number of programs to the 1-D grid limit.
+
+`candidates(shape, mode, on_gpu)` lists configs best guess first: in "default" mode a single
+config for pointwise kernels (measured on an H100, docs/benchmarks.md) and at most three for
+reductions, whose best shape depends on the memory layout (rows contiguous or strided); in
+"max-autotune" mode a wider set, which runtime/autotune.py refines by coordinate descent
+(`neighbors`). On the CPU (Triton's interpreter) only the first pick is used: bigger blocks mean
+fewer interpreted programs.
 """
 from __future__ import annotations
 
@@ -21,64 +30,314 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
+MAX_RBLOCK_LOOPED = 8192
+MAX_GRID = 2**31 - 1
+MAX_WARPS = 32
+KINDS = ("pointwise", "reduction", "persistent_reduction", "scan")
+HINTS = (None, "inner", "outer")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """What the heuristics need to know about the GPU (defaults: an H100 SXM)."""
+
+    sm_count: int = 132
+    regs_per_sm: int = 65536
+    max_threads_per_sm: int = 2048
+    warp_size: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelShape:
+    kind: str
+    xnumel: int
+    ynumel: int = 1
+    rnumel: int = 1
+    hint: str | None = None  # reductions: "inner" (rows contiguous), "outer" (rows strided)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kernel kind {self.kind!r}; expected one of {KINDS}")
+        if self.hint not in HINTS:
+            raise ValueError(f"unknown reduction hint {self.hint!r}; expected one of {HINTS}")
+
+    @property
+    def is_2d(self) -> bool:
+        return self.kind == "pointwise" and self.ynumel > 1
+
+    @property
+    def persistent_rblock(self) -> int:
+        return triton.next_power_of_2(self.rnumel)
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    blocks: dict  # {"XBLOCK": .., "YBLOCK": .., "RBLOCK": ..}
+    blocks: dict = dataclasses.field(hash=False)  # {"XBLOCK": .., "YBLOCK": .., "RBLOCK": ..}
     num_warps: int
     grid: tuple
+    num_stages: int = 1
+
+    def __str__(self) -> str:
+        blocks = " ".join(f"{k}={v}" for k, v in sorted(self.blocks.items()))
+        return f"{blocks} num_warps={self.num_warps} num_stages={self.num_stages}"
+
+    def to_json(self) -> dict:
+        return {"blocks": dict(self.blocks), "num_warps": self.num_warps, "num_stages": self.num_stages}
 
 
-def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
-    if kind == "pointwise":
-        return pointwise_config(xnumel, ynumel, on_gpu)
-    if kind in ("persistent_reduction", "scan"):
-        return persistent_reduction_config(xnumel, rnumel, on_gpu)
-    if kind == "reduction":
-        return looped_reduction_config(xnumel, rnumel, on_gpu)
-    raise ValueError(f"unknown kernel kind {kind!r}")
+def programs(shape: KernelShape, blocks: dict) -> int:
+    x = triton.cdiv(shape.xnumel, blocks["XBLOCK"])
+    return x * triton.cdiv(shape.ynumel, blocks["YBLOCK"]) if shape.is_2d else x
 
 
-def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
-    """Measured on an H100 (bench/pointwise_configs.py, docs/benchmarks.md): 1-D kernels peak at
-    XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 64x128, 4 warps.
-    On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
-    if ynumel > 1:
+def make_config(shape: KernelShape, blocks: dict, num_warps: int, num_stages: int = 1) -> LaunchConfig:
+    return LaunchConfig(dict(blocks), num_warps, (programs(shape, blocks),), num_stages)
+
+
+def config_from_json(shape: KernelShape, data: dict) -> LaunchConfig:
+    return make_config(shape, {k: int(v) for k, v in data["blocks"].items()}, int(data["num_warps"]),
+                       int(data.get("num_stages", 1)))
+
+
+def block_limits(shape: KernelShape) -> dict:
+    """The largest value each block parameter may take for this kernel."""
+    p2 = triton.next_power_of_2
+    if shape.kind == "pointwise":
+        if shape.is_2d:
+            return {"YBLOCK": min(MAX_BLOCK_2D, p2(shape.ynumel)), "XBLOCK": min(MAX_BLOCK_2D, p2(shape.xnumel))}
+        return {"XBLOCK": min(MAX_BLOCK_1D, p2(shape.xnumel))}
+    limits = {"XBLOCK": min(MAX_XBLOCK_REDUCTION, p2(shape.xnumel))}
+    if shape.kind == "reduction":
+        limits["RBLOCK"] = min(MAX_RBLOCK_LOOPED, p2(shape.rnumel))
+    return limits
+
+
+def elements_per_program(shape: KernelShape, blocks: dict) -> int:
+    count = 1
+    for value in blocks.values():
+        count *= value
+    if shape.kind in ("persistent_reduction", "scan"):
+        count *= shape.persistent_rblock
+    return count
+
+
+def is_valid(shape: KernelShape, config: LaunchConfig) -> bool:
+    """Within the codegen bounds and the grid limit, powers of two, a sane thread count."""
+    limits = block_limits(shape)
+    if set(config.blocks) != set(limits):
+        return False
+    for name, value in config.blocks.items():
+        if value < 1 or value & (value - 1) or value > limits[name]:
+            return False
+    warps = config.num_warps
+    if warps < 1 or warps & (warps - 1) or warps > MAX_WARPS or config.num_stages < 1:
+        return False
+    return programs(shape, config.blocks) <= MAX_GRID
+
+
+def clamp(shape: KernelShape, blocks: dict) -> dict:
+    """Blocks cut to the kernel's limits (powers of two stay powers of two)."""
+    limits = block_limits(shape)
+    out = {name: max(1, min(value, limits[name])) for name, value in blocks.items()}
+    # Enough elements a program that the grid stays within the hardware limit.
+    while programs(shape, out) > MAX_GRID:
+        growable = [n for n in ("XBLOCK", "YBLOCK") if n in out and out[n] < limits[n]]
+        if not growable:
+            break  # is_valid rejects it
+        out[growable[0]] *= 2
+    return out
+
+
+def _warps_for(elements: int, per_thread: int, lo: int = 1, hi: int = 8) -> int:
+    return max(lo, min(hi, triton.next_power_of_2(max(1, elements // (32 * per_thread)))))
+
+
+# ----------------------------------------------------------------------------- first picks
+
+
+def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
+                hint: str | None = None, device: DeviceInfo | None = None) -> LaunchConfig:
+    """The heuristic's first pick (what runs without autotuning)."""
+    return candidates(KernelShape(kind, xnumel, ynumel, rnumel, hint), "default", on_gpu, device)[0]
+
+
+def first_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
+    if shape.kind == "pointwise":
+        return _pointwise_pick(shape, on_gpu, device)
+    if shape.kind in ("persistent_reduction", "scan"):
+        return _persistent_pick(shape, on_gpu, device)
+    return _looped_picks(shape, on_gpu)[0]
+
+
+def _pointwise_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
+    """Measured on an H100 (bench/pointwise_configs.py): 1-D kernels peak at XBLOCK=2048 with 4
+    warps (16 elements a thread); transposing tiles at 64x128 (YxX), 4 warps. Small kernels take
+    smaller blocks so that every SM gets a program."""
+    if shape.is_2d:
         ylimit, xlimit = (64, 128) if on_gpu else (128, 128)
-        xblock = min(xlimit, triton.next_power_of_2(xnumel))
-        yblock = min(ylimit, triton.next_power_of_2(ynumel))
-        grid = (triton.cdiv(xnumel, xblock) * triton.cdiv(ynumel, yblock),)
-        return LaunchConfig({"YBLOCK": yblock, "XBLOCK": xblock}, 4, grid)
-    limit = 2048 if on_gpu else MAX_BLOCK_1D
-    xblock = min(limit, triton.next_power_of_2(xnumel))
-    num_warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
-    return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
+        yblock = min(ylimit, triton.next_power_of_2(shape.ynumel))
+        xblock = min(xlimit, triton.next_power_of_2(shape.xnumel))
+        # A thin side lets the other grow (up to 8192 elements a tile, 256 a side).
+        xblock = min(MAX_BLOCK_2D, triton.next_power_of_2(shape.xnumel), max(xblock, 8192 // yblock))
+        yblock = min(MAX_BLOCK_2D, triton.next_power_of_2(shape.ynumel), max(yblock, 8192 // xblock))
+        blocks = clamp(shape, {"YBLOCK": yblock, "XBLOCK": xblock})
+        warps = max(1, min(4, blocks["YBLOCK"] * blocks["XBLOCK"] // 2048)) if on_gpu else 4
+        return make_config(shape, blocks, warps)
+    xblock = min(2048 if on_gpu else MAX_BLOCK_1D, triton.next_power_of_2(shape.xnumel))
+    if on_gpu:
+        while xblock > 512 and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
+            xblock //= 2
+    blocks = clamp(shape, {"XBLOCK": xblock})
+    xblock = blocks["XBLOCK"]
+    warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
+    return make_config(shape, blocks, warps)
 
 
-def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
+def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
     """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
-    pass 2048), several rows a program when rows are short."""
-    rblock = triton.next_power_of_2(rnumel)
+    pass 2048), several rows a program when rows are short, fewer rows when that leaves SMs idle."""
+    rblock = shape.persistent_rblock
     budget = 4096 if on_gpu else 1 << 16
-    xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
+    xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(shape.xnumel)))
+    if on_gpu:
+        while xblock > 1 and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
+            xblock //= 2
     num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
     if rblock * xblock <= 256:
         num_warps = 2
-    return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
+    if rblock >= 8192:
+        num_warps = 16
+    return make_config(shape, clamp(shape, {"XBLOCK": xblock}), num_warps)
 
 
-def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool) -> LaunchConfig:
-    """Long rows: one row a program walking RBLOCK elements at a time; outer-looking shapes
-    (many rows, short reductions) take several rows a program."""
+def _looped_picks(shape: KernelShape, on_gpu: bool) -> list[LaunchConfig]:
+    """Row shapes: "inner" (long contiguous rows: one row a program, wide RBLOCK), "outer" (rows
+    strided, columns contiguous: many rows a program so loads coalesce along x, short RBLOCK),
+    and tiny rows (several whole rows a program). Without a hint the first two both run."""
+    def config(x, r, warps):
+        return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
+
     if not on_gpu:
-        rblock = min(4096, triton.next_power_of_2(rnumel))
-        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
-        return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
-    if rnumel >= 2048 or xnumel < 128:
-        rblock, xblock, warps = 2048, 1, 8
+        rblock = min(4096, triton.next_power_of_2(shape.rnumel))
+        return [config(max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock)), rblock, 4)]
+    inner = config(1, 2048, 8)
+    outer = config(64, 32, 8)
+    rows = triton.next_power_of_2(shape.rnumel)
+    tiny = config(max(1, 512 // rows), rows, 4)
+    long_rows = shape.rnumel >= 2048 or shape.xnumel < 128
+    if shape.hint == "inner":
+        picks = [inner, tiny] if shape.rnumel < 256 else [inner]
+    elif shape.hint == "outer":
+        picks = [outer]
+    elif long_rows:
+        picks = [inner, outer]
     else:
-        rblock, xblock, warps = 64, 64, 8
-    rblock = min(rblock, triton.next_power_of_2(rnumel))
-    xblock = min(xblock, triton.next_power_of_2(xnumel))
-    return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))
+        picks = [outer, inner] + ([tiny] if shape.rnumel < 256 else [])
+    return picks
+
+
+# ----------------------------------------------------------------------------- candidate lists
+
+
+def candidates(shape: KernelShape, mode: str, on_gpu: bool, device: DeviceInfo | None = None) -> list[LaunchConfig]:
+    """Configs to try, the heuristic's best guess first; duplicates and invalid ones removed."""
+    device = device or DeviceInfo()
+    found = [first_pick(shape, on_gpu, device)]
+    if on_gpu and shape.kind == "reduction":
+        found += _looped_picks(shape, on_gpu)
+    if on_gpu and shape.kind in ("persistent_reduction", "scan"):
+        found += _persistent_alternatives(shape, found[0])
+    if on_gpu and is_max_autotune(mode):
+        found += _wide_set(shape)
+    unique: list[LaunchConfig] = []
+    for config in found:
+        if is_valid(shape, config) and config not in unique:
+            unique.append(config)
+    return unique
+
+
+def is_max_autotune(mode: str) -> bool:
+    return mode in ("max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _persistent_alternatives(shape: KernelShape, pick: LaunchConfig) -> list[LaunchConfig]:
+    """Default mode for whole-row kernels: the pick with twice the warps when rows are long
+    (register pressure), and half the rows a program when several rows share one."""
+    out = []
+    if shape.persistent_rblock * pick.blocks["XBLOCK"] >= 2048 and pick.num_warps < 16:
+        out.append(make_config(shape, pick.blocks, pick.num_warps * 2))
+    if pick.blocks["XBLOCK"] > 1:
+        out.append(make_config(shape, {"XBLOCK": pick.blocks["XBLOCK"] // 2}, pick.num_warps))
+    return out[:2]
+
+
+def _wide_set(shape: KernelShape) -> list[LaunchConfig]:
+    """max-autotune: a spread of shapes; coordinate descent refines the best of them."""
+    out = []
+
+    def add(blocks, warps, stages=1):
+        out.append(make_config(shape, clamp(shape, blocks), warps, stages))
+
+    if shape.is_2d:
+        for y, x in [(32, 32), (64, 64), (64, 128), (128, 64), (128, 128), (32, 128), (128, 32),
+                     (16, 256), (256, 16)]:
+            for warps in (4, 8):
+                add({"YBLOCK": y, "XBLOCK": x}, warps)
+    elif shape.kind == "pointwise":
+        for xblock in (512, 1024, 2048, 4096):
+            for warps in (2, 4, 8):
+                if 4 <= xblock // (32 * warps) <= 32:
+                    add({"XBLOCK": xblock}, warps)
+    elif shape.kind == "reduction":
+        for x, r in [(1, 512), (1, 1024), (1, 2048), (1, 4096), (2, 1024), (4, 512), (8, 256),
+                     (16, 128), (32, 64), (64, 16), (64, 64), (128, 8)]:
+            for warps in (4, 8, 16):
+                add({"XBLOCK": x, "RBLOCK": r}, warps)
+    else:
+        rblock = shape.persistent_rblock
+        for x in (1, 2, 4, 8, 16, 32, 64, 128):
+            elements = x * rblock
+            if elements > 16384:
+                continue
+            for warps in (2, 4, 8, 16):
+                if 2 <= elements // (32 * warps) <= 64:
+                    add({"XBLOCK": x}, warps)
+    return out
+
+
+def neighbors(shape: KernelShape, config: LaunchConfig) -> list[LaunchConfig]:
+    """Coordinate-descent steps: each block size, num_warps and num_stages doubled or halved."""
+    steps = []
+    for name, value in config.blocks.items():
+        for new in (value * 2, value // 2):
+            steps.append(make_config(shape, {**config.blocks, name: new}, config.num_warps, config.num_stages))
+    for warps in (config.num_warps * 2, config.num_warps // 2):
+        steps.append(make_config(shape, config.blocks, warps, config.num_stages))
+    if shape.kind == "reduction":  # only looped kernels have a loop to pipeline
+        for stages in (config.num_stages + 1, config.num_stages - 1):
+            steps.append(make_config(shape, config.blocks, config.num_warps, stages))
+    unique = []
+    for step in steps:
+        if step != config and is_valid(shape, step) and step not in unique:
+            unique.append(step)
+    return unique
+
+
+def halved_rblock(shape: KernelShape, config: LaunchConfig, n_regs: int, device: DeviceInfo) -> LaunchConfig | None:
+    """For a looped reduction whose registers limit occupancy so that its grid needs more than
+    one wave of programs: the same config with half the RBLOCK (None when that cannot help).
+
+    Occupancy: programs resident an SM = registers an SM / registers a program (n_regs per
+    thread x 32 x num_warps), also bounded by threads an SM. Registers limit occupancy when a
+    thread uses more than registers / threads of an SM (the count that allows full occupancy)."""
+    if shape.kind != "reduction" or config.blocks["RBLOCK"] <= 64 or n_regs <= 0:
+        return None
+    full_occupancy_regs = device.regs_per_sm // device.max_threads_per_sm
+    if n_regs <= full_occupancy_regs:
+        return None
+    threads = device.warp_size * config.num_warps
+    resident = max(1, min(device.regs_per_sm // (n_regs * threads), device.max_threads_per_sm // threads))
+    if config.grid[0] <= resident * device.sm_count:
+        return None
+    blocks = {**config.blocks, "RBLOCK": config.blocks["RBLOCK"] // 2}
+    return make_config(shape, blocks, config.num_warps, config.num_stages)
