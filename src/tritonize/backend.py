@@ -10,7 +10,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 
 from .config import Options, make_options
 from .lower.decompositions import decomposition_table
-from .pipeline import compile_graph
+from .graph_cache import compile_graph_cached
 
 _GRAPH_IDS = itertools.count()
 
@@ -20,7 +20,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     options = options or make_options()
 
     def compile_aten(gm, example_inputs):
-        compiled = compile_graph(gm, example_inputs, options, next(_GRAPH_IDS))
+        compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
         if recorder is not None:
             recorder.append(compiled.artifacts)
         return compiled

@@ -33,9 +33,10 @@ class CompiledGraph:
 
     _boxed_call = True
 
-    def __init__(self, call, artifacts: GraphArtifacts):
+    def __init__(self, call, artifacts: GraphArtifacts, constants: dict | None = None):
         self.call = call
         self.artifacts = artifacts
+        self.constants = constants or {}  # the wrapper's CONSTANTS (kept for the graph cache)
 
     def __call__(self, args):
         return self.call(args)
@@ -54,7 +55,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
                                              options.mode)
         dump.write("4_wrapper.py", wrapper)
-        module = load_source_module(wrapper, "wrapper", interpret=False)
+        # A wrapper with constants gets a module of its own: another graph may have the same
+        # source but other constant values.
+        module = load_source_module(wrapper, "wrapper", interpret=False, shared=not constants)
     except Unsupported as err:
         return eager_graph(gm, f"graph runs through aten: {err}")
     except CompileError as err:
@@ -68,7 +71,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
          if isinstance(op, ExternCall) and op.kind == "fallback"],
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
         wrapper)
-    return CompiledGraph(module.call, artifacts)
+    return CompiledGraph(module.call, artifacts, constants)
 
 
 def graph_device(example_inputs) -> str:
