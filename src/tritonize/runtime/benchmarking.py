@@ -16,6 +16,7 @@ import statistics
 
 import torch
 
+OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 STORE_TARGET = re.compile(r"\btl\.(store|atomic_\w+)\(\s*([A-Za-z_]\w*)")
 
 
@@ -35,9 +36,9 @@ def clone_preserving_strides(tensor: torch.Tensor) -> torch.Tensor:
 class WrittenArgs:
     """with WrittenArgs(args, indices) as safe_args: time kernels on safe_args."""
 
-    def __init__(self, args, indices):
+    def __init__(self, args, written):
         self.args = list(args)
-        self.indices = [i for i in indices if isinstance(self.args[i], torch.Tensor)]
+        self.indices = [i for i in written if isinstance(self.args[i], torch.Tensor)]
         self.saved: dict = {}
         self.mode = "none"
 
@@ -49,9 +50,9 @@ class WrittenArgs:
                     safe[i] = clone_preserving_strides(self.args[i])
             self.mode = "cloned" if self.indices else "none"
             return safe
-        except torch.OutOfMemoryError:
+        except OUT_OF_MEMORY:
             safe = None
-            if self.args and self.args[0].is_cuda:
+            if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         with torch.no_grad():
             for i in self.indices:

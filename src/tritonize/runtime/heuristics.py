@@ -230,7 +230,7 @@ def _looped_picks(shape: KernelShape, on_gpu: bool) -> list[LaunchConfig]:
     elif shape.hint == "outer":
         picks = [outer]
     elif long_rows:
-        picks = [inner, outer]
+        picks = [inner, outer] if shape.xnumel >= 64 else [inner]
     else:
         picks = [outer, inner] + ([tiny] if shape.rnumel < 256 else [])
     return picks
@@ -251,9 +251,14 @@ def candidates(shape: KernelShape, mode: str, on_gpu: bool, device: DeviceInfo |
         found += _wide_set(shape)
     unique: list[LaunchConfig] = []
     for config in found:
-        if is_valid(shape, config) and config not in unique:
+        if is_valid(shape, config) and config not in unique and (not unique or keeps_threads_busy(shape, config)):
             unique.append(config)
     return unique
+
+
+def keeps_threads_busy(shape: KernelShape, config: LaunchConfig) -> bool:
+    """At least one element a thread (more warps than that only adds idle threads)."""
+    return config.num_warps == 1 or elements_per_program(shape, config.blocks) >= 32 * config.num_warps
 
 
 def is_max_autotune(mode: str) -> bool:
@@ -310,7 +315,9 @@ def neighbors(shape: KernelShape, config: LaunchConfig) -> list[LaunchConfig]:
     steps = []
     for name, value in config.blocks.items():
         for new in (value * 2, value // 2):
-            steps.append(make_config(shape, {**config.blocks, name: new}, config.num_warps, config.num_stages))
+            if new >= 1:
+                steps.append(make_config(shape, {**config.blocks, name: new}, config.num_warps,
+                                         config.num_stages))
     for warps in (config.num_warps * 2, config.num_warps // 2):
         steps.append(make_config(shape, config.blocks, warps, config.num_stages))
     if shape.kind == "reduction":  # only looped kernels have a loop to pipeline
@@ -318,7 +325,7 @@ def neighbors(shape: KernelShape, config: LaunchConfig) -> list[LaunchConfig]:
             steps.append(make_config(shape, config.blocks, config.num_warps, stages))
     unique = []
     for step in steps:
-        if step != config and is_valid(shape, step) and step not in unique:
+        if step != config and is_valid(shape, step) and keeps_threads_busy(shape, step) and step not in unique:
             unique.append(step)
     return unique
 

@@ -1,0 +1,215 @@
+"""The GPU launch path with a fake GPU: compile at import, autotune on the first call with the
+written arguments protected, the autotune cache, the generated fast launcher and its guard.
+
+The fake environment stands in for CUDA: its "compiled kernels" run on CPU tensors, found by
+the integer pointers the fast launcher passes, exactly as Triton's launcher receives them."""
+import pytest
+import torch
+
+from tritonize.runtime import disk_cache
+from tritonize.runtime.fast_launch import LoadedKernel, generate_launcher
+from tritonize.runtime.heuristics import DeviceInfo, KernelShape
+from tritonize.runtime.launcher import GpuKernel
+from tritonize.runtime.triton_compile import ArgSpec
+
+SOURCE = """
+@triton.jit
+def fake_kernel(in_out_ptr0, in_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    tmp0 = tl.load(in_out_ptr0 + x) + tl.load(in_ptr0 + x)
+    tl.store(in_out_ptr0 + x, tmp0)
+"""
+SHAPE = KernelShape("reduction", 4096, 1, 4096)  # three default candidates: autotuned
+
+
+class FakeJit:
+    arg_names = ["in_out_ptr0", "in_ptr0", "XBLOCK", "RBLOCK"]
+
+    def __init__(self):
+        self.generic_calls = []
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.generic_calls.append((grid, kwargs))
+            args[0].add_(args[1])
+        return run
+
+
+class Handle:
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+
+class FakeEnv:
+    def __init__(self, costs=None):
+        self.submitted, self.timed, self.launches = [], [], []
+        self.costs = costs or {}
+        self.tensors = {}  # data_ptr -> tensor, so fake kernels can find their arguments
+        self.device, self.fast_path = 0, True
+        self.pool = self
+
+    # pool
+    def submit(self, jit_fn, job):
+        self.submitted.append(job)
+        return Handle(job)
+
+    def counts(self):
+        return len(self.submitted), len(self.submitted)
+
+    # device facts
+    def device_index(self):
+        return self.device
+
+    def current_device(self):
+        return self.device
+
+    def stream(self, index):
+        return 7000 + index
+
+    def target(self, index):
+        return ("cuda", 90, 32)
+
+    def device_info(self, index):
+        return DeviceInfo()
+
+    def gpu_name(self, index):
+        return "Fake GPU"
+
+    def load(self, job, index):
+        def run(gx, gy, gz, stream, function, metadata, launch_md, enter, exit_hook, *args):
+            self.launches.append({"grid": (gx, gy, gz), "stream": stream, "function": function, "args": args})
+            inout, inp = self.tensors.get(args[0]), self.tensors.get(args[1])
+            if inout is not None:  # (timing runs write clones, which are not registered)
+                inout.add_(inp)  # the kernel: in_out_ptr0 += in_ptr0
+        return LoadedKernel(run, function=hash(job.blocks), packed_metadata=job.num_warps)
+
+    def time(self, launch):
+        launch()
+        config = self.launches[-1]["args"][2:]
+        self.timed.append(config)
+        return self.costs.get(config, 1e-3)
+
+    def register(self, *tensors):
+        for t in tensors:
+            self.tensors[t.data_ptr()] = t
+        return tensors
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
+    disk_cache._checked_root.cache_clear()
+    yield
+    disk_cache._checked_root.cache_clear()
+
+
+def make_kernel(env, mode="default", dtypes=(torch.float32, torch.float32)):
+    return GpuKernel(FakeJit(), "fake_kernel", SOURCE, SHAPE, mode, "/nonexistent.py", dtypes, env=env)
+
+
+def test_compiles_at_import_tunes_on_first_call_then_launches_fast():
+    env = FakeEnv(costs={(64, 32): 0.5e-3})  # the "outer" config (XBLOCK=64, RBLOCK=32) is fastest
+    kernel = make_kernel(env)
+    assert len(env.submitted) == len(kernel.configs) == 2 and not env.launches
+    assert all(job.spec.args == (("fp32", True), ("fp32", True)) for job in env.submitted)
+    inout, inp = env.register(torch.zeros(16), torch.ones(16))
+    kernel(inout, inp)
+    assert torch.equal(inout, torch.ones(16))  # timing ran on a clone: one application only
+    assert len(env.timed) == 2 and kernel.config.blocks == {"XBLOCK": 64, "RBLOCK": 32}
+    assert kernel.launch is not kernel._fallback
+    env.launches.clear()
+    kernel(inout, inp)
+    (launch,) = env.launches
+    assert launch["args"] == (inout.data_ptr(), inp.data_ptr(), 64, 32)  # ints, then block sizes
+    assert launch["grid"] == (4096 // 64, 1, 1) and launch["stream"] == 7000
+    assert torch.equal(inout, torch.full((16,), 2.0)) and len(env.submitted) == 2
+
+
+def test_autotune_cache_hit_compiles_one_config_and_times_nothing():
+    first = FakeEnv(costs={(64, 32): 0.5e-3})
+    kernel = make_kernel(first)
+    kernel(*first.register(torch.zeros(4), torch.ones(4)))
+    second = FakeEnv()  # a new process: same kernel, warm cache
+    kernel = make_kernel(second)
+    assert [dict(j.blocks) for j in second.submitted] == [{"XBLOCK": 64, "RBLOCK": 32}]
+    inout, inp = second.register(torch.zeros(4), torch.ones(4))
+    kernel(inout, inp)
+    assert second.timed == [] and torch.equal(inout, torch.ones(4))
+
+
+def test_damaged_autotune_entry_means_tuning_again():
+    env = FakeEnv(costs={(64, 32): 0.5e-3})
+    make_kernel(env)(*env.register(torch.zeros(4), torch.ones(4)))
+    (entry,) = (disk_cache.entry_dir("autotune")).iterdir()
+    entry.write_bytes(entry.read_bytes()[:-5])
+    again = FakeEnv(costs={(1, 2048): 0.1e-3})
+    kernel = make_kernel(again)
+    assert len(again.submitted) == 2
+    kernel(*again.register(torch.zeros(4), torch.ones(4)))
+    assert len(again.timed) == 2 and kernel.config.blocks == {"XBLOCK": 1, "RBLOCK": 2048}
+
+
+def test_other_specializations_get_their_own_variant():
+    env = FakeEnv()
+    kernel = make_kernel(env)
+    inout, inp = env.register(torch.zeros(8), torch.ones(8))
+    kernel(inout, inp)
+    submitted = len(env.submitted)
+    misaligned = torch.zeros(9)[1:]  # 4 bytes past an aligned address
+    env.register(misaligned)
+    kernel(misaligned, inp)  # the guard fails: a variant compiled for an unaligned pointer
+    assert torch.equal(misaligned, torch.ones(8))
+    assert env.submitted[-1].spec.args == (("fp32", False), ("fp32", True)) and len(env.submitted) > submitted
+    fast = kernel.launch
+    kernel(misaligned, inp)  # known now: no new compile
+    count = len(env.submitted)
+    kernel(inout, inp)
+    assert kernel.launch is fast and len(env.submitted) == count and torch.equal(inout, torch.full((8,), 2.0))
+    doubles = env.register(torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64))
+    kernel(*doubles)
+    assert env.submitted[-1].spec.args == (("fp64", True), ("fp64", True))
+    assert torch.equal(doubles[0], torch.ones(8, dtype=torch.float64))
+
+
+def test_launch_hooks_use_the_generic_path():
+    env = FakeEnv()
+    env.fast_path = False
+    kernel = make_kernel(env)
+    inout, inp = torch.zeros(4), torch.ones(4)
+    kernel(inout, inp)
+    ((grid, kwargs),) = kernel.fn.generic_calls
+    assert grid == kernel.config.grid and kwargs["XBLOCK"] == kernel.config.blocks["XBLOCK"]
+    assert kwargs["num_warps"] == kernel.config.num_warps and torch.equal(inout, torch.ones(4))
+
+
+def test_without_dtypes_compiling_waits_for_the_first_call():
+    env = FakeEnv()
+    kernel = make_kernel(env, dtypes=None)
+    assert env.submitted == []
+    kernel(*env.register(torch.zeros(4), torch.ones(4)))
+    assert len(env.submitted) == 2
+
+
+def test_generated_launcher_guard():
+    calls, fallbacks = [], []
+    loaded = LoadedKernel(lambda *a: calls.append(a), function=11, packed_metadata="meta")
+    spec = ArgSpec(1, (("fp32", True), ("i64", False)))
+    device = [1]
+    launch = generate_launcher(["a_ptr", "XBLOCK", "b_ptr"], {"XBLOCK": 128}, (5,), spec,
+                               [torch.float32, torch.int64], loaded, stream=lambda d: 100 + d,
+                               current_device=lambda: device[0], fallback=lambda *a: fallbacks.append(a))
+    a, b = torch.zeros(8), torch.zeros(8, dtype=torch.int64)
+    launch(a, b[1:])  # b was compiled unaligned: any address is fine
+    assert calls == [(5, 1, 1, 101, 11, "meta", None, None, None, a.data_ptr(), 128, b[1:].data_ptr())]
+    launch(a[1:], b)  # a must stay aligned
+    launch(a.double(), b)  # wrong dtype
+    device[0] = 0
+    launch(a, b)  # another device
+    assert len(calls) == 1 and len(fallbacks) == 3
+    launch.unchecked(a[1:], b)
+    assert len(calls) == 2
