@@ -22,9 +22,8 @@ SHAPE = KernelShape("reduction", 4096, 1, 4096)  # three default candidates: aut
 
 
 class FakeJit:
-    arg_names = ["in_out_ptr0", "in_ptr0", "XBLOCK", "RBLOCK"]
-
-    def __init__(self):
+    def __init__(self, arg_names=("in_out_ptr0", "in_ptr0", "XBLOCK", "RBLOCK")):
+        self.arg_names = list(arg_names)
         self.generic_calls = []
 
     def __getitem__(self, grid):
@@ -213,3 +212,16 @@ def test_generated_launcher_guard():
     assert len(calls) == 1 and len(fallbacks) == 3
     launch.unchecked(a[1:], b)
     assert len(calls) == 2
+
+
+def test_a_single_candidate_is_launched_without_cloning(monkeypatch):
+    entered = []
+    monkeypatch.setattr("tritonize.runtime.launcher.WrittenArgs.__enter__", lambda self: entered.append(1))
+    env = FakeEnv()
+    jit = FakeJit(["in_out_ptr0", "in_ptr0", "XBLOCK"])
+    kernel = GpuKernel(jit, "fake_kernel", SOURCE, KernelShape("pointwise", 1 << 20, 1, 1), "default",
+                       "/nonexistent.py", (torch.float32, torch.float32), env=env)
+    assert len(env.submitted) == 1
+    inout, inp = env.register(torch.zeros(4), torch.ones(4))
+    kernel(inout, inp)
+    assert entered == [] and env.timed == [] and torch.equal(inout, torch.ones(4))

@@ -219,13 +219,23 @@ class GpuKernel(GeneratedKernel):
         return selection.best.guarded
 
     def _select(self, spec: ArgSpec, pending: _Pending, args) -> autotune.Selection:
+        """Autotune on the real arguments; the written ones are cloned (or saved) only if a
+        timing run happens."""
         device = self.env.device_info(spec.device)
-        with WrittenArgs(args, self.written) as safe_args:
-            def time_variant(variant):
-                return self.env.time(lambda: variant.launch(*safe_args))
+        protected = WrittenArgs(args, self.written)
+        safe_args = []
 
+        def time_variant(variant):
+            if not safe_args:
+                safe_args.append(protected.__enter__())
+            return self.env.time(lambda: variant.launch(*safe_args[0]))
+
+        try:
             return autotune.select(self.name, self.shape, pending.configs, self._compile_many(spec, pending),
                                    time_variant, "default" if pending.from_cache else self.mode, device)
+        finally:
+            if safe_args:
+                protected.__exit__(None, None, None)
 
     def _generic(self, *args):
         """Triton's own launch path (unusual arguments, or launch hooks installed)."""
