@@ -1,6 +1,9 @@
 """Compiling generated kernels for an NVIDIA target without a GPU: Triton compiles to PTX and a
 cubin on any machine, so the compile path, its specialization and the pools run on the CPU."""
 import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -92,3 +95,24 @@ def test_pointer_types():
     x = torch.zeros(10)
     assert ArgSpec.of([x, x[1:]], 0).args == (("fp32", True), ("fp32", False))
     assert ArgSpec.of([x, 3], 0) is None
+
+
+MIXED = """
+import torch
+from tritonize.runtime.loader import load_source_module
+from tritonize.runtime.triton_compile import ArgSpec, CompileJob, compile_config
+import test_triton_compile as t
+load_source_module(t.SOURCE, "kernel", interpret=True)  # a CPU kernel first: imports the helpers
+module = load_source_module(t.SOURCE, "kernel", interpret=False)
+spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+job = CompileJob(module.__file__, "compile_test_kernel", spec, (("XBLOCK", 256),), 4, 1, t.TARGET)
+print("compiled", compile_config(module.compile_test_kernel, job).metadata.num_warps)
+"""
+
+
+def test_cpu_and_gpu_kernels_in_one_process(triton_cache):
+    """The helpers module GPU kernels call must not be the interpreted one a CPU kernel loaded."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{root / 'src'}{os.pathsep}{root / 'tests'}")
+    result = subprocess.run([sys.executable, "-c", MIXED], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0 and "compiled 4" in result.stdout, result.stderr[-3000:]

@@ -1,9 +1,9 @@
 """Loading generated source as Python modules, for the GPU (Triton JIT) or the CPU (interpreter).
 
 Source is written once to the modules directory (runtime/disk_cache.py: private, mode 0700)
-under its content hash and imported from there (Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
-set only while they load, so only our own kernels are interpreted; their `libdevice` and
-`helpers` names are then bound to the interpreter twins.
+under its content hash and imported from there (Triton needs a real file to read kernel source).
+CPU modules are executed with TRITON_INTERPRET set only while they load, so only our own kernels
+are interpreted; their `libdevice` and `helpers` names are then bound to the interpreter twins.
 """
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ import sys
 import threading
 
 from .disk_cache import module_dir, write_atomic
+
+# Imported here, outside any interpreter scope: CPU kernel modules import it too, and the first
+# import must give compiled (not interpreted) functions to the GPU kernels of the same process.
+from . import triton_helpers  # noqa: E402,F401
 
 _LOCK = threading.Lock()
 _MODULES: dict = {}
