@@ -56,18 +56,20 @@ def test_quiet_when_turned_off(monkeypatch, caplog):
 
 
 def test_wait_all_returns_results_and_errors_in_order():
-    class Handle:
-        def __init__(self, value):
-            self.value, self.polls = value, 0
+    import concurrent.futures
+    import threading
 
-        def done(self):
-            self.polls += 1
-            return self.polls > 2
+    release = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(lambda: release.wait(5) and "slow")
+        failing = pool.submit(lambda: 1 / 0)
 
-        def result(self):
-            if isinstance(self.value, Exception):
-                raise self.value
-            return self.value
+        class Deferred:  # computes in result(), after a background future
+            background = slow
 
-    error = ValueError("does not compile")
-    assert wait_all([Handle(1), Handle(error), Handle(3)], "compiling", poll_s=0) == [1, error, 3]
+            def result(self):
+                return "deferred"
+
+        threading.Timer(0.05, release.set).start()
+        results = wait_all([slow, failing, Deferred()], "compiling", poll_s=0.01)
+    assert results[0] == "slow" and isinstance(results[1], ZeroDivisionError) and results[2] == "deferred"

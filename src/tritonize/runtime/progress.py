@@ -8,6 +8,7 @@ TRITONIZE_PROGRESS=0 turns both off; =1 forces the bar even without a terminal.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import sys
@@ -60,17 +61,19 @@ class Progress:
             self.shown = False
 
 
-def wait_all(handles: list, label: str, counts=None, poll_s: float = 0.1) -> list:
+def wait_all(handles: list, label: str, counts=None, poll_s: float = 0.25) -> list:
     """Results (or exceptions) of compile handles, in order, showing progress while waiting.
 
+    Returns as soon as the last handle is done (progress is redrawn every `poll_s`).
     counts(): (finished, submitted) across the pool, for the bar; defaults to these handles."""
+    futures = [f for f in (_future_of(h) for h in handles) if f is not None]
     progress = Progress(label, len(handles))
-    pending = list(handles)
     try:
-        while any(not _done(h) for h in pending):
-            done, total = counts() if counts else (sum(_done(h) for h in pending), len(pending))
-            progress.update(done, total)
-            time.sleep(poll_s)
+        while futures:
+            done, pending = concurrent.futures.wait(futures, timeout=poll_s)
+            futures = list(pending)
+            finished, total = counts() if counts else (len(handles) - len(futures), len(handles))
+            progress.update(finished, total)
     finally:
         progress.close()
     results = []
@@ -82,6 +85,8 @@ def wait_all(handles: list, label: str, counts=None, poll_s: float = 0.1) -> lis
     return results
 
 
-def _done(handle) -> bool:
-    done = getattr(handle, "done", None)
-    return True if done is None else done()
+def _future_of(handle):
+    """The concurrent.futures.Future a handle waits on, if any (a deferred handle may have one)."""
+    if isinstance(handle, concurrent.futures.Future):
+        return handle
+    return getattr(handle, "background", None)

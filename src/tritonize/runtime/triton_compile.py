@@ -160,6 +160,7 @@ class _Deferred:
 
     def __init__(self, compute, before=None):
         self._compute, self._before = compute, before
+        self.background = before  # what progress.wait_all waits on
         self._lock = threading.Lock()
         self._done = False
         self._value = self._error = None
@@ -177,10 +178,6 @@ class _Deferred:
         if self._error is not None:
             raise self._error
         return self._value
-
-    def done(self) -> bool:
-        """True when result() will not wait on background work (it may still compute)."""
-        return self._done or self._before is None or self._before.done()
 
 
 def pool_settings() -> tuple[str, int]:
