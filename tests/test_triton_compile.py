@@ -116,3 +116,15 @@ def test_cpu_and_gpu_kernels_in_one_process(triton_cache):
     env = dict(os.environ, PYTHONPATH=f"{root / 'src'}{os.pathsep}{root / 'tests'}")
     result = subprocess.run([sys.executable, "-c", MIXED], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0 and "compiled 4" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_function_hash_is_computed_before_compiles_run(triton_cache):
+    """Triton hashes a function lazily behind a placeholder; concurrent compiles must not see it."""
+    source = SOURCE.replace("compile_test_kernel", "hash_test_kernel")
+    module = load_source_module(source, "kernel", interpret=False)
+    fn = module.hash_test_kernel
+    assert fn.hash is None
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    job = CompileJob(module.__file__, "hash_test_kernel", spec, (("XBLOCK", 256),), 4, 1, TARGET)
+    CompilePool("serial").submit(fn, job)  # nothing compiled yet (serial compiles on result())
+    assert len(fn.hash) == 64 and not fn.hash.startswith("recursion")

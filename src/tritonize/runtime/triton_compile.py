@@ -10,7 +10,9 @@ binary cache (TRITON_CACHE_DIR) makes a second compile of the same thing a file 
 * "threads" (default): a thread pool in this process. Triton releases the GIL in its C++ passes
   and runs ptxas as a subprocess, so threads overlap well and start instantly;
 * "processes": spawned worker processes compile and fill Triton's disk cache; this process then
-  compiles the same config again, which is a cache hit. Pays a start-up per worker;
+  compiles the same config again, which is a cache hit. Pays a start-up per worker (importing
+  tritonize, hence torch), and like any spawned worker re-imports the main script, which must
+  keep its work under `if __name__ == "__main__":`;
 * "serial": compile when the result is needed (no pool).
 bench/compile_cache.py --parallel measures the three on the same kernels.
 TRITONIZE_COMPILE_WORKERS sets the pool size (default: CPUs, at most 16).
@@ -220,6 +222,9 @@ class CompilePool:
         """A handle whose result() is the CompiledKernel (or raises the compile error)."""
         with self._lock:
             self.submitted += 1
+        # Triton computes a function's hash lazily, with a placeholder while it does: compute it
+        # here, once, so that concurrent compiles of this function never see the placeholder.
+        getattr(jit_fn, "cache_key", None)
 
         def compile_here():
             try:
