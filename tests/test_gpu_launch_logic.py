@@ -225,3 +225,21 @@ def test_a_single_candidate_is_launched_without_cloning(monkeypatch):
     inout, inp = env.register(torch.zeros(4), torch.ones(4))
     kernel(inout, inp)
     assert entered == [] and env.timed == [] and torch.equal(inout, torch.ones(4))
+
+
+def test_broken_compile_glue_falls_back_to_triton_with_a_warning():
+    class BrokenPool(FakeEnv):
+        def submit(self, jit_fn, job):
+            self.submitted.append(job)
+            return Handle(TypeError("ASTSource() got an unexpected keyword argument"))
+
+        def load(self, job, index):
+            raise job.value if isinstance(job, Handle) else TypeError("not a compiled kernel")
+
+    env = BrokenPool()
+    kernel = make_kernel(env)
+    inout, inp = torch.zeros(4), torch.ones(4)
+    with pytest.warns(UserWarning, match="fast launch unavailable"):
+        kernel(inout, inp)
+    kernel(inout, inp)
+    assert len(kernel.fn.generic_calls) == 2 and torch.equal(inout, torch.full((4,), 2.0))

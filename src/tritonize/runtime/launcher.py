@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import warnings
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
@@ -197,11 +198,25 @@ class GpuKernel(GeneratedKernel):
         launcher = self.variants.get(spec)
         if launcher is None:
             with self._lock:
-                launcher = self.variants.get(spec) or self._build(spec, args)
+                launcher = self.variants.get(spec)
+                if launcher is None:
+                    try:
+                        launcher = self._build(spec, args)
+                    except Exception as err:  # noqa: BLE001  (reported, then Triton's own path decides)
+                        return self._give_up_fast_path(err, *args)
                 self.variants[spec] = launcher
                 if self.launch == self._fallback:
                     self.launch = launcher
         return launcher.unchecked(*args)
+
+    def _give_up_fast_path(self, err: Exception, *args):
+        """Our compile or launch glue failed: say so and use Triton's launch path for this kernel
+        (where a real error in the kernel is raised by Triton itself)."""
+        warnings.warn(f"tritonize: kernel {self.name}: autotuned fast launch unavailable "
+                      f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                      f"launching through Triton with {self.config}")
+        self.launch = self._generic
+        return self._generic(*args)
 
     def _build(self, spec: ArgSpec, args):
         pending = self.pending.pop(spec, None) or self._submit(spec)
