@@ -25,10 +25,12 @@ GPU_PICKS = [
     (("persistent_reduction", 100_000, 1, 16, None), ({"XBLOCK": 128}, 4)),  # tiny rows
     (("persistent_reduction", 1000, 1, 8192, None), ({"XBLOCK": 1}, 16)),
     (("persistent_reduction", 64, 1, 64, None), ({"XBLOCK": 1}, 2)),  # few rows: one a program
+    (("persistent_reduction", 4096, 1, 64, "outer"), ({"XBLOCK": 32}, 4)),  # >= 32 rows: coalesced
+    (("persistent_reduction", 16, 1, 64, "outer"), ({"XBLOCK": 16}, 4)),
     (("scan", 1024, 1, 1000, None), ({"XBLOCK": 4}, 4)),
     (("reduction", 8192, 1, 32000, None), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)),  # inner, long rows
-    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 64, "RBLOCK": 32}, 8)),  # many short rows
-    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 32}, 8)),
+    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 64, "RBLOCK": 64}, 8)),  # many short rows
+    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 64}, 8)),
     (("reduction", 4096, 1, 100_000, "inner"), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)),
     (("reduction", 10, 1, 1000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 8)),  # clamped to the row
 ]
@@ -68,8 +70,9 @@ SHAPES = [KernelShape(kind, x, y, r, hint)
           for kind, x, y, r, hint in itertools.chain(
               ((k, x, 1, 1, None) for k in ["pointwise"] for x in (1, 7, 1000, 8192, 123_457, 2**26, 2**33)),
               (("pointwise", x, y, 1, None) for x, y in [(3, 5), (4096, 4096), (1, 10**6), (10**6, 2), (300, 257)]),
-              ((k, x, 1, r, None) for k in ("persistent_reduction", "scan")
-               for x, r in [(1, 1), (1, 8192), (5, 3), (16384, 4096), (10**6, 16), (257, 700)]),
+              ((k, x, 1, r, h) for k in ("persistent_reduction", "scan")
+               for x, r in [(1, 1), (1, 8192), (5, 3), (16384, 4096), (10**6, 16), (257, 700)]
+               for h in (None, "inner", "outer")),
               (("reduction", x, 1, r, h) for x, r in [(1, 10**8), (7, 9000), (8192, 32000), (10**5, 100), (2**20, 2**14)]
                for h in (None, "inner", "outer")))]
 

@@ -23,6 +23,15 @@ def test_runtime_never_imports_the_compiler():
             assert not any(part in name for part in ("lower", "schedule", "codegen")), (path, name)
 
 
+def test_user_kernel_launch_never_imports_the_compiler():
+    # Generated wrappers import user_kernels/launch.py; it and what it imports stay runtime-only.
+    for name in ("binding.py", "interpret.py", "launch.py"):
+        for imported in _imports(SRC / "user_kernels" / name):
+            assert imported in {".binding", ".interpret", "torch", "triton", "__future__", "contextlib",
+                                "threading", "dataclasses", "typing"} or imported.startswith(
+                                    ("triton.", "torch.")), (name, imported)
+
+
 def test_no_inductor_imports():
     for path in SRC.rglob("*.py"):
         assert not any(n.startswith("torch._inductor") for n in _imports(path)), path

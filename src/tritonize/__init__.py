@@ -3,6 +3,8 @@
     model = torch.compile(model, backend="tritonize")
     model = tritonize.compile(model, mode="default")
     report = tritonize.explain(fn, *args)
+    tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
+    tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
 """
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
 from .errors import CompileError
 from .report import Report
+from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
-__all__ = ["compile", "explain", "config", "Options", "CompileError", "Report"]
+__all__ = ["compile", "explain", "config", "Options", "CompileError", "Report", "wrap_triton",
+           "mutated_arguments", "read_arguments", "analyze_kernel"]
 
 
 def compile(model_or_fn, mode: str = "default", dynamic=None, options: dict | None = None):

@@ -1,7 +1,8 @@
 """compile_graph: the whole compiler, stage by stage. Read this first.
 
     aten FX graph
-      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls
+      -> lower_graph       (lower/)     GraphIR: buffers, lazy values, extern calls, user kernels
+      -> reinplace_user_kernels (schedule/) user kernels write in place where nothing needs a copy
       -> schedule          (schedule/)  ordered kernel groups and extern calls, fused
       -> render_kernel     (codegen/)   one @triton.jit kernel per group
       -> render_wrapper    (codegen/)   the Python module that allocates, launches, frees
@@ -18,14 +19,17 @@ import warnings
 import torch
 
 from .codegen.kernel import render_kernel
+from .codegen.reduction_kernel import render_reduction_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
-from .report import GraphArtifacts, KernelInfo
+from .report import GraphArtifacts, KernelInfo, user_kernel_info
 from .runtime.loader import load_source_module
 from .schedule.fusion import KernelGroup, schedule
+from .schedule.reinplace import reinplace_user_kernels
 
 
 class CompiledGraph:
@@ -47,6 +51,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     dump.write("0_aten_graph.py", gm.print_readable(print_output=False))
     try:
         graph = lower_graph(gm, example_inputs, options)
+        reinplace_user_kernels(graph)
         dump.write("1_ir.txt", graph.render())
         plan = schedule(graph)
         dump.write("2_schedule.txt", plan.render())
@@ -65,12 +70,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     except Exception as err:  # a bug in the compiler: say where, never run wrong code
         return _on_failure(gm, options, CompileError("codegen", f"{type(err).__name__}: {err}"))
     module.CONSTANTS.update(constants)
+    user_kernels = [op for op in plan.steps if isinstance(op, UserKernelCall)]
     artifacts = GraphArtifacts(
-        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()],
+        [KernelInfo(name, k.kind, k.source, k.origins) for name, k in kernels.items()]
+        + [user_kernel_info(op) for op in user_kernels],
         [(str(op.target), op.reason) for op in graph.operations
          if isinstance(op, ExternCall) and op.kind == "fallback"],
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
-        wrapper)
+        wrapper,
+        clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
     return CompiledGraph(module.call, artifacts, constants)
 
 
@@ -90,7 +98,8 @@ def render_kernels(plan, graph, dump):
         if not isinstance(step, KernelGroup):
             continue
         name = kernel_name(step, len(kernels))
-        rendered = render_kernel(step, graph.buffers, name)
+        render = render_reduction_kernel if step.is_reduction else render_kernel
+        rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
         if body_key not in by_body:
@@ -108,7 +117,8 @@ def kernel_name(group: KernelGroup, index: int) -> str:
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    return f"triton_poi_fused_{'_'.join(ops[:4])}_{index}"
+    prefix = "red" if group.is_reduction else "poi"
+    return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 
 def eager_graph(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:

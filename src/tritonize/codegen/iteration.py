@@ -61,7 +61,7 @@ def plan_iteration(size, dims, store_strides, expressions) -> IterationSpace:
     current = {e: simplify_with_ranges(sympy.sympify(e).xreplace(trivial), ranges) for e in expressions}
     order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: -store_strides[k])
     space = [(dims[k], size[k]) for k in order]
-    space, current = _merge_dims(space, current)
+    space, current = merge_dims(space, current)
     split = _tile_split(space, current.values())
     y_part, x_part = space[:split], space[split:]
     renames = {}
@@ -80,15 +80,16 @@ def _rename(dims_inner_to_outer, prefix, renames):
     return result
 
 
-def _merge_dims(space, current):
+def merge_dims(space, current, prefix: str = "m", other_ranges=None):
+    """Merge adjacent dims of `space` (outer to inner) while indices do not get costlier."""
     counter = 0
     merged = True
     while merged:
         merged = False
         for i in range(len(space) - 1):
             (outer, n_outer), (inner, n_inner) = space[i], space[i + 1]
-            fused = index_symbol("m", counter)
-            ranges = {s: n for s, n in space}
+            fused = index_symbol(prefix, counter)
+            ranges = {**(other_ranges or {}), **{s: n for s, n in space}}
             ranges[fused] = n_outer * n_inner
             mapping = {outer: FloorDiv(fused, n_inner), inner: ModularIndexing(fused, 1, n_inner)}
             candidate = {e: simplify_with_ranges(v.xreplace(mapping), ranges) for e, v in current.items()}

@@ -39,6 +39,7 @@ class RenderedKernel:
     ynumel: int
     origins: list[str]
     rnumel: int = 1
+    hint: str = ""  # reductions: "inner" or "outer" (which way the inputs are contiguous)
 
 
 def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKernel:

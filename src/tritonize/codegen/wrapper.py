@@ -14,7 +14,9 @@ import math
 import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
+from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
+from .user_kernel import user_kernel_lines
 
 
 class WrapperWriter:
@@ -84,7 +86,7 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
         header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
-                      f"rnumel={kernel.rnumel}, device={device!r}, mode={mode!r},")
+                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}, mode={mode!r},")
         header.append(f"    arg_dtypes={_arg_dtypes(graph, kernel.arg_names)})")
     specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
              for b in graph.inputs]
@@ -112,15 +114,18 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
-    # A fallback's result may be a view of its inputs: never hand those buffers out again.
+    # A fallback's result may be a view of its inputs, and a user kernel's output may be its
+    # argument's buffer (written in place): never hand those buffers out again.
     extern_args = set()
     for step in steps:
-        if isinstance(step, ExternCall) and step.kind == "fallback":
+        if isinstance(step, ExternCall) and step.kind == "fallback" or isinstance(step, UserKernelCall):
             extern_args |= reads_of(step)
     pool: dict = {}
     for i, step in enumerate(steps):
         if isinstance(step, KernelGroup):
             lines += _kernel_lines(step, kernels[id(step)], pool)
+        elif isinstance(step, UserKernelCall):
+            lines += user_kernel_lines(writer, step)
         else:
             lines += _extern_lines(writer, step)
         lines += _free_lines(i, last_use, graph, pool, extern_args)

@@ -114,6 +114,46 @@ class ComputedBuffer(Buffer):
     origins: list[str]  # names of the aten FX nodes whose computation this buffer holds
 
 
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var")
+
+
+def neutral_value(rtype: str, dtype: torch.dtype):
+    """The element that leaves a reduction unchanged (what masked lanes hold)."""
+    if rtype in ("sum", "var"):
+        return 0
+    if rtype == "prod":
+        return 1
+    largest = rtype in ("min", "argmin")
+    if dtype.is_floating_point:
+        return float("inf") if largest else float("-inf")
+    info = torch.iinfo(dtype)
+    return info.max if largest else info.min
+
+
+@dataclasses.dataclass
+class ReductionBuffer(ComputedBuffer):
+    """A buffer whose element at output index d reduces `body` over the reduced dims.
+
+    `body` is an Expr over the output's dim variables d0.. and the reduction variables rd0..
+    (one per reduced dim, row-major, so argmax/argmin give flat indices over them). Its dtype is
+    the accumulation dtype, which is also the buffer's: lowering casts the result afterwards.
+    `source` records the shape that was reduced: (size, reduced) per dim of the reduced tensor,
+    so pointwise buffers of that shape can join the reduction's kernel. `correction` is var's.
+    """
+
+    reduction_type: str = "sum"
+    reduction_ranges: tuple[int, ...] = ()
+    source: tuple[tuple[int, bool], ...] = ()
+    correction: float = 0.0
+
+    @property
+    def rnumel(self) -> int:
+        n = 1
+        for s in self.reduction_ranges:
+            n *= s
+        return n
+
+
 @dataclasses.dataclass
 class ExternOutput:
     """One tensor result of an ExternCall: `path` indexes into the call's (nested) result."""
@@ -176,7 +216,11 @@ class GraphIR:
     def render(self) -> str:
         lines = [f"inputs: {', '.join(f'{b.name}{list(b.layout.size)}' for b in self.inputs)}"]
         for op in self.operations:
-            if isinstance(op, ComputedBuffer):
+            if isinstance(op, ReductionBuffer):
+                lines.append(f"{op.name} = {op.reduction_type} over {list(op.reduction_ranges)} "
+                             f"size={list(op.layout.size)} {op.layout.dtype}  # {', '.join(op.origins)}")
+                lines.append(f"    {op.body!r}")
+            elif isinstance(op, ComputedBuffer):
                 lines.append(f"{op.name} = compute size={list(op.layout.size)} "
                              f"stride={list(op.layout.stride)} {op.layout.dtype}  # {', '.join(op.origins)}")
                 lines.append(f"    {op.body!r}")

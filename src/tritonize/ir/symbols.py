@@ -33,6 +33,16 @@ def dim_vars(rank: int) -> list[sympy.Symbol]:
     return [dim_var(k) for k in range(rank)]
 
 
+@functools.lru_cache(None)
+def reduction_var(k: int) -> sympy.Symbol:
+    """The variable of the k-th reduced dimension in a reduction's body."""
+    return index_symbol("rd", k)
+
+
+def reduction_vars(rank: int) -> list[sympy.Symbol]:
+    return [reduction_var(k) for k in range(rank)]
+
+
 def _split_divisible(expr: sympy.Expr, divisor: int):
     """Split an Add into (terms whose integer coefficient is a multiple of divisor, the rest)."""
     multiple, rest = [], []

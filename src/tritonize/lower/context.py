@@ -62,6 +62,11 @@ class LoweringContext:
         self.operations.append(buffer)
         return buffer
 
+    def add_computed(self, buffer: ComputedBuffer) -> None:
+        """Register a buffer a generated kernel fills (e.g. a ReductionBuffer built by a lowering)."""
+        self.buffers[buffer.name] = buffer
+        self.operations.append(buffer)
+
     def _empty_buffer(self, value: TensorValue) -> Buffer:
         """Tensors with no elements need no kernel: the wrapper allocates them directly."""
         layout = Layout(tuple(value.size), contiguous_strides(value.size), 0, value.dtype, value.device)

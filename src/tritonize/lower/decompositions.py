@@ -25,7 +25,13 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
          aten.logaddexp2, aten.xlogy, aten.sgn, aten.nan_to_num, aten.deg2rad, aten.rad2deg,
          aten.threshold, aten.hardshrink, aten.softshrink, aten.celu, aten.selu, aten.relu6,
          aten.heaviside, aten.sinc, aten.square, aten.masked_fill, aten.where, aten.expand_copy,
-         aten.rsub, aten.special_xlog1py, aten.special_entr, aten.isposinf, aten.isneginf]
+         aten.rsub, aten.special_xlog1py, aten.special_entr, aten.isposinf, aten.isneginf,
+         # normalizations and composite reductions become the reductions lower/reductions.py fuses
+         aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
+         aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
+         aten._native_batch_norm_legit_no_training, aten.linalg_vector_norm, aten.var_mean,
+         aten.std_mean, aten.std, aten._softmax_backward_data, aten._log_softmax_backward_data,
+         aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp]
 
 
 @functools.lru_cache(None)

@@ -219,6 +219,13 @@ def lower_div(ctx, node, a, b, rounding_mode=None):
     return pointwise(node, [a, b], _division(rounding_mode))
 
 
+@lowering(prims.div.default)
+def lower_prims_div(ctx, node, a, b):
+    """prims.div truncates for integers and divides for floats."""
+    integer = not output_of(node)[1].is_floating_point
+    return pointwise(node, [a, b], _division("trunc" if integer else None))
+
+
 @lowering(aten.floor_divide)
 def lower_floor_divide(ctx, node, a, b):
     return pointwise(node, [a, b], _division("floor"))

@@ -65,6 +65,14 @@ def lower_expand(ctx, node, x, size, implicit=False):
     return view_of(node, x, index)
 
 
+@lowering(torch.ops.prims.broadcast_in_dim.default)
+def lower_broadcast_in_dim(ctx, node, x, shape, broadcast_dimensions):
+    out = dim_vars(len(shape))
+    index = [sympy.Integer(0) if x.size[k] == 1 and shape[d] != 1 else out[d]
+             for k, d in enumerate(broadcast_dimensions)]
+    return view_of(node, x, index)
+
+
 @lowering(aten.unsqueeze.default)
 def lower_unsqueeze(ctx, node, x, dim):
     out = dim_vars(x.rank + 1)

@@ -30,8 +30,9 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
-MAX_RBLOCK_LOOPED = 8192
+MAX_RBLOCK_LOOPED = 4096  # a looped reduction's widest step (it masks r, so any power of two is valid)
 MAX_GRID = 2**31 - 1
+MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
 KINDS = ("pointwise", "reduction", "persistent_reduction", "scan")
 HINTS = (None, "inner", "outer")
@@ -56,6 +57,8 @@ class KernelShape:
     hint: str | None = None  # reductions: "inner" (rows contiguous), "outer" (rows strided)
 
     def __post_init__(self):
+        if self.hint == "":  # codegen writes hint="" for kernels without one
+            object.__setattr__(self, "hint", None)
         if self.kind not in KINDS:
             raise ValueError(f"unknown kernel kind {self.kind!r}; expected one of {KINDS}")
         if self.hint not in HINTS:
@@ -195,12 +198,15 @@ def _pointwise_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> Lau
 
 def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
     """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
-    pass 2048), several rows a program when rows are short, fewer rows when that leaves SMs idle."""
+    pass 2048), several rows a program when rows are short, fewer rows when that leaves SMs idle.
+    Outer reductions (rows contiguous) keep at least 32 rows a program so loads coalesce."""
     rblock = shape.persistent_rblock
     budget = 4096 if on_gpu else 1 << 16
     xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(shape.xnumel)))
+    least = min(MIN_OUTER_XBLOCK, triton.next_power_of_2(shape.xnumel)) if shape.hint == "outer" else 1
+    xblock = max(xblock, least)
     if on_gpu:
-        while xblock > 1 and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
+        while xblock > least and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
             xblock //= 2
     num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
     if rblock * xblock <= 256:
@@ -212,23 +218,24 @@ def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> La
 
 def _looped_picks(shape: KernelShape, on_gpu: bool) -> list[LaunchConfig]:
     """Row shapes: "inner" (long contiguous rows: one row a program, wide RBLOCK), "outer" (rows
-    strided, columns contiguous: many rows a program so loads coalesce along x, short RBLOCK),
-    and tiny rows (several whole rows a program). Without a hint the first two both run."""
+    strided, columns contiguous: 64 rows by 64 reduced elements a step, so every load is a
+    coalesced row segment), and tiny rows (several whole rows a program). With a hint, two
+    variants of that shape are timed; without one, inner and outer both are."""
     def config(x, r, warps):
         return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
 
     if not on_gpu:
         rblock = min(4096, triton.next_power_of_2(shape.rnumel))
         return [config(max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock)), rblock, 4)]
-    inner = config(1, 2048, 8)
-    outer = config(64, 32, 8)
+    inner, inner_wide = config(1, 2048, 8), config(1, 4096, 16)
+    outer, outer_tall = config(64, 64, 8), config(32, 128, 8)
     rows = triton.next_power_of_2(shape.rnumel)
     tiny = config(max(1, 512 // rows), rows, 4)
     long_rows = shape.rnumel >= 2048 or shape.xnumel < 128
     if shape.hint == "inner":
-        picks = [inner, tiny] if shape.rnumel < 256 else [inner]
+        picks = [inner, tiny] if shape.rnumel < 256 else [inner, inner_wide]
     elif shape.hint == "outer":
-        picks = [outer]
+        picks = [outer, outer_tall]
     elif long_rows:
         picks = [inner, outer] if shape.xnumel >= 64 else [inner]
     else:
@@ -271,7 +278,7 @@ def _persistent_alternatives(shape: KernelShape, pick: LaunchConfig) -> list[Lau
     out = []
     if shape.persistent_rblock * pick.blocks["XBLOCK"] >= 2048 and pick.num_warps < 16:
         out.append(make_config(shape, pick.blocks, pick.num_warps * 2))
-    if pick.blocks["XBLOCK"] > 1:
+    if pick.blocks["XBLOCK"] > (MIN_OUTER_XBLOCK if shape.hint == "outer" else 1):
         out.append(make_config(shape, {"XBLOCK": pick.blocks["XBLOCK"] // 2}, pick.num_warps))
     return out[:2]
 

@@ -18,9 +18,10 @@ def _as_array(x, like_dtype=None):
     return np.asarray(x, dtype=like_dtype), None
 
 
-def _wrap(data: np.ndarray, scalar_type) -> tl.core.tensor:
+def _wrap(data: np.ndarray, scalar_type, is_block: bool = True) -> tl.core.tensor:
+    """A tensor of data; scalars stay scalars (the interpreter stores them as 1-element arrays)."""
     data = np.asarray(data)
-    block = tl.block_type(scalar_type, list(data.shape)) if data.shape else scalar_type
+    block = tl.block_type(scalar_type, list(data.shape)) if data.shape and is_block else scalar_type
     return tl.core.tensor(TensorHandle(data, scalar_type), block)
 
 
@@ -35,9 +36,10 @@ def _elementwise(fn, *, returns_int=False):
         arrays = [a.astype(dtype) if a.dtype != dtype else a for a in arrays]
         tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
         result = fn(*torch.broadcast_tensors(*tensors)).numpy()
+        is_block = any(isinstance(x, tl.core.tensor) and x.type.is_block() for x in args)
         if returns_int:
-            return _wrap(result.astype(np.int32), tl.int32)
-        return _wrap(result.astype(dtype), scalar_type)
+            return _wrap(result.astype(np.int32), tl.int32, is_block)
+        return _wrap(result.astype(dtype), scalar_type, is_block)
     return apply
 
 

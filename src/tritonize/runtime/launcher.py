@@ -276,7 +276,8 @@ def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int,
                 rnumel: int = 1, device: str = "cuda", mode: str = "default", arg_dtypes=None,
                 hint: str | None = None):
     """Load a generated kernel. mode: "default" or "max-autotune" (how many configs to try);
-    arg_dtypes: the pointer arguments' dtypes, which let compilation start at import."""
+    arg_dtypes: the pointer arguments' dtypes, which let compilation start at import;
+    hint: for reductions, "inner" or "outer" (which way the inputs are contiguous), or ""."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
     shape = KernelShape(kind, xnumel, ynumel, rnumel, hint)

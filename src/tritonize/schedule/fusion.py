@@ -4,6 +4,9 @@
 * Consecutive computed buffers over the same iteration space fuse into one kernel group when the
   later ones read the earlier ones only at the element they are computing (same index), so no
   thread needs another thread's result.
+* Reductions over the same rows fuse with each other and with pointwise buffers shaped like their
+  input or their output (schedule/rows.py), under the same rule: a buffer reads the group's
+  buffers only at the element (or the row) it computes. Such a group is a reduction kernel.
 * A buffer written and read only inside one group, and not a graph output, is never stored: it
   lives in registers (`KernelGroup.internal`).
 
@@ -14,14 +17,20 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import expr as ex
-from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR
-from ..ir.symbols import dim_vars
+from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer
+from ..ir.symbols import dim_vars, simplify_with_ranges
+from .rows import RowSpace, row_space_of
 
 
 @dataclasses.dataclass
 class KernelGroup:
     buffers: list[ComputedBuffer]
     internal: set[str] = dataclasses.field(default_factory=set)
+    rows: RowSpace | None = None  # set for reduction kernels
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.rows is not None
 
     @property
     def size(self):
@@ -49,7 +58,9 @@ class Schedule:
         for i, step in enumerate(self.steps):
             if isinstance(step, KernelGroup):
                 names = ", ".join(b.name + (" (internal)" if b.name in step.internal else "") for b in step.buffers)
-                lines.append(f"step {i}: kernel over {list(step.size)}: {names}  # {', '.join(step.origins())}")
+                space = (f"rows {list(step.rows.x_sizes)} x reduced {list(step.rows.r_sizes)}"
+                         if step.is_reduction else f"over {list(step.size)}")
+                lines.append(f"step {i}: kernel {space}: {names}  # {', '.join(step.origins())}")
             else:
                 outs = ", ".join(o.buffer.name for o in step.outputs)
                 lines.append(f"step {i}: {step.kind} {step.target} -> {outs}")
@@ -109,15 +120,50 @@ def _same_element_reads(group: KernelGroup, buffer: ComputedBuffer) -> bool:
     return True
 
 
+def _same_row_element_reads(group: KernelGroup, rows: RowSpace, buffer: ComputedBuffer) -> bool:
+    """Like _same_element_reads, in the coordinates of a reduction kernel."""
+    mapping = rows.mapping(buffer)
+    if mapping is None:
+        return False
+    ranges = rows.ranges()
+    for load in ex.loads(buffer.body):
+        source = next((b for b in group.buffers if b.name == load.args[0]), None)
+        if source is None:
+            continue
+        source_map = rows.mapping(source)
+        stored_at = source.layout.index(dim_vars(len(source.layout.size))).xreplace(source_map)
+        read_at = load.args[1].xreplace(mapping)
+        if simplify_with_ranges(stored_at, ranges) != simplify_with_ranges(read_at, ranges):
+            return False
+    return True
+
+
+def _joins(group: KernelGroup | None, op: ComputedBuffer) -> bool:
+    if group is None:
+        return False
+    if group.is_reduction:
+        return _same_row_element_reads(group, group.rows, op)
+    if isinstance(op, ReductionBuffer):
+        rows = row_space_of(op)
+        members = group.buffers + [op]
+        if not all(rows.role(b) is not None for b in group.buffers):
+            return False
+        if all(_same_row_element_reads(KernelGroup(members[:k]), rows, b) for k, b in enumerate(members)):
+            group.rows = rows
+            return True
+        return False
+    return op.layout.size == group.size and _same_element_reads(group, op)
+
+
 def fuse(operations: list) -> list:
     steps: list = []
     group: KernelGroup | None = None
     for op in operations:
         if isinstance(op, ComputedBuffer):
-            if group is not None and op.layout.size == group.size and _same_element_reads(group, op):
+            if _joins(group, op):
                 group.buffers.append(op)
                 continue
-            group = KernelGroup([op])
+            group = KernelGroup([op], rows=row_space_of(op) if isinstance(op, ReductionBuffer) else None)
             steps.append(group)
         else:
             group = None

@@ -1,0 +1,305 @@
+"""render_reduction_kernel: one reduction KernelGroup -> a persistent or looped Triton kernel.
+
+The kernel works on [XBLOCK, RBLOCK] tiles: XBLOCK rows (`xindex`, a column) by RBLOCK elements of
+each row (`rindex`, a row vector). Members of the group (schedule/rows.py) are computed in stages:
+
+* a reduction runs in the first stage after every in-group reduction it reads;
+* a "full" buffer (shaped like the reduced tensor) is stored in the first stage where all the
+  reductions it reads are done; a "row" buffer (shaped like the output) right after them.
+
+Persistent kernels (the row fits in registers) compute every stage on the same tile: each input
+byte is read once. Looped kernels walk the row once a stage, keeping per-lane accumulators
+(Welford states for var) and reducing them across lanes after the loop. In-group values are
+registers, never reloaded; a value needed in a later loop is recomputed from its expression.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import triton
+
+from ..ir import expr as ex
+from ..ir.nodes import ReductionBuffer
+from ..ir.symbols import affine_coefficients, dim_vars, index_symbol, simplify_with_ranges, upper_bound
+from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION
+from .index_printer import print_index
+from .iteration import merge_dims
+from .kernel import INT32_LIMIT, KERNEL_HEADER, RenderedKernel, _BodyWriter, _dim_lines, _parenthesize
+from .ops_table import render_constant, triton_dtype
+from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
+
+MAX_OUTER_PERSISTENT_RBLOCK = 64
+
+
+@dataclasses.dataclass
+class Member:
+    buffer: object  # ComputedBuffer
+    role: str  # "reduction" | "full" | "row"
+    body: ex.Expr  # over the group variables gx*/gr*
+    store_index: sympy.Expr
+
+
+@dataclasses.dataclass
+class RowIteration:
+    x_dims: list  # (symbol, extent), inner to outer
+    r_dims: list
+    rewrite: dict  # group-variable index expression -> expression over x*/r* symbols
+    xnumel: int
+    rnumel: int
+
+    @property
+    def x_symbols(self) -> set:
+        return {s for s, _ in self.x_dims}
+
+    @property
+    def r_symbols(self) -> set:
+        return {s for s, _ in self.r_dims}
+
+
+def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
+    rows = group.rows
+    members = [_member(rows, b) for b in group.buffers]
+    space = _plan(rows, members)
+    outer = _is_outer_reduction(space, members)
+    rblock = triton.next_power_of_2(max(space.rnumel, 1))
+    persistent = rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
+    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space))
+    writer.write_all(_stages(members))
+    kind = "persistent_reduction" if persistent else "reduction"
+    stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
+    params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
+    source = _assemble(name, params, space, writer, group, persistent, rblock)
+    return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
+                          rnumel=space.rnumel, hint="outer" if outer else "inner")
+
+
+def _member(rows, buffer) -> Member:
+    mapping = rows.mapping(buffer)
+    store = buffer.layout.index(dim_vars(len(buffer.layout.size))).xreplace(mapping)
+    return Member(buffer, rows.role(buffer), ex.substitute(buffer.body, mapping), store)
+
+
+def _plan(rows, members) -> RowIteration:
+    found = []
+    for m in members:
+        found.append(m.store_index)
+        for e in ex.walk(m.body):
+            if e.op in ("load", "index_expr"):
+                found.append(e.args[1] if e.op == "load" else e.args[0])
+    ranges = rows.ranges()
+    current = {e: simplify_with_ranges(sympy.sympify(e), ranges) for e in dict.fromkeys(found)}
+    x_space = list(zip(rows.x_vars, rows.x_sizes))
+    r_space = list(zip(rows.r_vars, rows.r_sizes))
+    x_space, current = merge_dims(x_space, current, "mx", dict(r_space))
+    r_space, current = merge_dims(r_space, current, "mr", dict(x_space))
+    renames = {}
+    x_dims = _rename(list(reversed(x_space)), "x", renames)
+    r_dims = _rename(list(reversed(r_space)), "r", renames)
+    rewrite = {e: v.xreplace(renames) for e, v in current.items()}
+    return RowIteration(x_dims, r_dims, rewrite, rows.xnumel, rows.rnumel)
+
+
+def _rename(dims, prefix, renames):
+    result = []
+    for k, (symbol, extent) in enumerate(dims):
+        renames[symbol] = index_symbol(prefix, k)
+        result.append((renames[symbol], extent))
+    return result
+
+
+def _is_outer_reduction(space: RowIteration, members) -> bool:
+    """True when the reductions' inputs are contiguous along rows, not along the reduced dim."""
+    if not space.r_dims or not space.x_dims:
+        return False
+    innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
+    for m in members:
+        if m.role != "reduction":
+            continue
+        for load in ex.loads(m.body):
+            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]),
+                                         [s for s, _ in space.x_dims + space.r_dims])
+            if coeffs is None:
+                continue
+            if coeffs.get(innermost_r, 0) == 1:
+                return False
+            if coeffs.get(innermost_x, 0) == 1:
+                return True
+    return False
+
+
+def _needs_int64(space: RowIteration) -> bool:
+    if space.xnumel * space.rnumel > INT32_LIMIT:
+        return True
+    ranges = dict(space.x_dims + space.r_dims)
+    bounds = [upper_bound(e, ranges) for e in space.rewrite.values()]
+    return any(b is None or b > INT32_LIMIT for b in bounds)
+
+
+@dataclasses.dataclass
+class Stage:
+    reductions: list = dataclasses.field(default_factory=list)
+    full_stores: list = dataclasses.field(default_factory=list)
+    rows: list = dataclasses.field(default_factory=list)
+
+
+def _stages(members) -> list[Stage]:
+    """Assign members to stages: see the module docstring."""
+    available: dict[str, int] = {}  # first stage whose loop can use the value
+    names = {m.buffer.name for m in members}
+    placed = []
+    for m in members:
+        deps = {e.args[0] for e in ex.loads(m.body)} & names
+        ready = max((available[d] for d in deps), default=0)
+        available[m.buffer.name] = ready + 1 if m.role == "reduction" else ready
+        placed.append((m, ready))
+    count = max([r + 1 for _, r in placed] + [1])
+    stages = [Stage() for _ in range(count)]
+    for m, ready in placed:
+        if m.role == "reduction":
+            stages[ready].reductions.append(m)
+        elif m.role == "full":
+            stages[ready].full_stores.append(m)
+        else:
+            stages[max(ready - 1, 0)].rows.append(m)
+    return stages
+
+
+class _ReductionWriter(_BodyWriter):
+    def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool):
+        self.group = group
+        self.members = {m.buffer.name: m for m in members}
+        self.persistent = persistent
+        super().__init__(space, buffers, use_int64)
+        self.x_mask = "xmask" if space.xnumel % MAX_XBLOCK_REDUCTION else None
+        limit = triton.next_power_of_2(max(space.rnumel, 1)) if persistent else MAX_RBLOCK_LOOPED
+        self.r_mask = "rmask" if space.rnumel % limit or not persistent else None
+        self.apply_r_mask = space.rnumel % limit != 0
+        self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
+        self.body_lines: list[str] = []
+
+    def _base_mask(self):
+        return None
+
+    # --- reading values ---------------------------------------------------------------------
+    def _load(self, e: ex.Expr, mask):
+        name, index = e.args
+        rewritten = self.space.rewrite.get(index, index)
+        if (name, rewritten) in self.stored_values:
+            return self.stored_values[(name, rewritten)]
+        member = self.members.get(name)
+        if member is not None:  # an in-group value not in registers in this loop: recompute it
+            value = self.render(member.body, self._mask_of(member))
+            self.stored_values[(name, rewritten)] = value
+            return value
+        if mask == self.full_mask:  # mask only the dims the index varies along
+            symbols = rewritten.free_symbols
+            wanted = [self.x_mask if symbols & self.space.x_symbols else None,
+                      "rmask" if self.apply_r_mask and symbols & self.space.r_symbols else None]
+            mask = " & ".join(m for m in wanted if m) or None
+        return super()._load(e, mask)
+
+    def _mask_of(self, member: Member):
+        return self.full_mask if member.role == "full" else self.x_mask
+
+    def tile(self, value: str, dtype) -> str:
+        """value as a full [XBLOCK, RBLOCK] tile (reductions need one even for row values)."""
+        if value.startswith(("tmp", "tl.", "(")):
+            return self.new_var(f"tl.broadcast_to({value}, [XBLOCK, RBLOCK])")
+        return self.new_var(f"tl.full([XBLOCK, RBLOCK], {value}, {triton_dtype(dtype)})")
+
+    def masked_tile(self, value: str, dtype, neutral) -> str:
+        tile = self.tile(value, dtype)
+        if not self.apply_r_mask:
+            return tile
+        return self.new_var(f"tl.where(rmask, {tile}, {render_constant(neutral, dtype)})")
+
+    # --- writing stages ---------------------------------------------------------------------
+    def write_all(self, stages: list[Stage]) -> None:
+        if self.persistent:
+            self.lines += self.r_index_lines("tl.arange(0, RBLOCK)[None, :]")
+        for stage in stages:
+            results = self._persistent_stage(stage) if self.persistent else self._looped_stage(stage)
+            for member, value in zip(stage.reductions, results):
+                self._publish(member, value)
+            for member in stage.rows:
+                self._publish(member, self.render(member.body, self.x_mask))
+
+    def r_index_lines(self, rindex: str) -> list[str]:
+        lines = [f"rindex = {rindex}"]
+        if self.r_mask:
+            lines.append("rmask = rindex < rnumel")
+        return lines + _dim_lines(self.space.r_dims, "rindex")
+
+    def _publish(self, member: Member, value: str) -> None:
+        index = self.space.rewrite.get(member.store_index, member.store_index)
+        self.stored_values[(member.buffer.name, index)] = value
+        if member.buffer.name not in self.group.internal:
+            self.store_at(member, index, value)
+
+    def store_at(self, member: Member, index, value: str) -> None:
+        text = print_index(index)
+        if not index.free_symbols:
+            text += " + 0 * xindex"
+        mask = self._mask_of(member)
+        mask_text = f", {mask}" if mask else ""
+        pointer = self.pointer(member.buffer.name, stored=True)
+        self.lines.append(f"tl.store({pointer} + {_parenthesize(text)}, {value}{mask_text})")
+
+    def _persistent_stage(self, stage: Stage) -> list[str]:
+        results = [self._reduce_tile(m) for m in stage.reductions]
+        for m in stage.full_stores:
+            self._store_full(m)
+        return results
+
+    def _reduce_tile(self, member: Member) -> str:
+        buffer: ReductionBuffer = member.buffer
+        value = self.render(member.body, self.full_mask)
+        dtype = member.body.dtype
+        tile = self.masked_tile(value, dtype, neutral_value(buffer.reduction_type, dtype))
+        return persistent_lines(self, buffer, tile, dtype, self.space.rnumel)
+
+    def _store_full(self, member: Member) -> None:
+        index = self.space.rewrite.get(member.store_index, member.store_index)
+        value = self.render(member.body, self.full_mask)
+        self.stored_values[(member.buffer.name, index)] = value
+        if member.buffer.name not in self.group.internal:
+            self.store_at(member, index, value)
+
+    def _looped_stage(self, stage: Stage) -> list[str]:
+        outer_lines, saved = self.lines, (dict(self.cache), dict(self.stored_values))
+        self.lines = []
+        self.lines += self.r_index_lines("roffset + tl.arange(0, RBLOCK)[None, :]")
+        states = []
+        for m in stage.reductions:
+            value = self.render(m.body, self.full_mask)
+            dtype = m.body.dtype
+            state = [f"acc{self.counter}_{k}" for k in range(3)]
+            self.counter += 1
+            outer_lines += init_lines(m.buffer, state, dtype)
+            update_lines(self, m.buffer, state, value, dtype)
+            states.append((m, state))
+        for m in stage.full_stores:
+            self._store_full(m)
+        offset = "tl.full([], 0, tl.int64)" if self.use_int64 else "0"
+        loop = [f"for roffset in range({offset}, rnumel, RBLOCK):"] + ["    " + line for line in self.lines]
+        self.lines = outer_lines + loop
+        self.cache, self.stored_values = saved
+        return [finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel) for m, state in states]
+
+
+def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,
+              rblock: int) -> str:
+    program = "tl.program_id(0).to(tl.int64)" if writer.use_int64 else "tl.program_id(0)"
+    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {space.xnumel}",
+             f"rnumel = {space.rnumel}"]
+    if persistent:
+        lines.append(f"RBLOCK: tl.constexpr = {rblock}")
+    lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+    if writer.x_mask:
+        lines.append("xmask = xindex < xnumel")
+    lines += _dim_lines(space.x_dims, "xindex")
+    lines += writer.lines
+    blocks = "XBLOCK: tl.constexpr" if persistent else "XBLOCK: tl.constexpr, RBLOCK: tl.constexpr"
+    body = "\n".join("    " + line for line in lines)
+    return f"{KERNEL_HEADER}\n\n@triton.jit\ndef {name}({', '.join(params + [blocks])}):\n{body}\n"

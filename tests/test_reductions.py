@@ -1,0 +1,191 @@
+"""Reductions: values against eager, kernel counts and kinds (persistent, looped, outer)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DTYPES
+from helpers import check
+
+
+def _rand(*shape, device, dtype=torch.float32):
+    return torch.randn(*shape, device=device, dtype=dtype)
+
+
+def _one_kernel(report, kind=None):
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.kernels) == 1, [k.name for k in report.kernels]
+    if kind is not None:
+        assert report.kernels[0].kind == kind
+
+
+REDUCTIONS = {
+    "sum_last": lambda x: x.sum(-1),
+    "sum_first": lambda x: x.sum(0),
+    "sum_all": lambda x: x.sum(),
+    "sum_keepdim": lambda x: x.sum(1, keepdim=True),
+    "mean_dims": lambda x: x.mean((0, 2)),
+    "prod": lambda x: (x * 0.1 + 1).prod(1),
+    "amax": lambda x: x.amax(-1),
+    "amin_two_dims": lambda x: x.amin((1, 2)),
+    "max_dim": lambda x: x.max(1),
+    "min_dim_keepdim": lambda x: x.min(0, keepdim=True),
+    "max_all": lambda x: x.max(),
+    "argmax": lambda x: x.argmax(-1),
+    "argmin_first": lambda x: x.argmin(0),
+    "argmax_flat": lambda x: x.argmax(),
+    "var": lambda x: x.var(-1),
+    "var_unbiased_dims": lambda x: x.var((0, 2), correction=0),
+    "std": lambda x: x.std(1),
+    "var_mean": lambda x: torch.var_mean(x, -1),
+    "logsumexp": lambda x: torch.logsumexp(x, 1),
+    "norm": lambda x: torch.linalg.vector_norm(x, 2, -1),
+    "any": lambda x: (x > 1.5).any(1),
+    "all": lambda x: (x > -2.5).all(-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_matches_eager(device, name):
+    report = check(REDUCTIONS[name], _rand(6, 20, 37, device=device))
+    assert not report.fallbacks, report.fallbacks
+    assert all(k.kind.endswith("reduction") for k in report.kernels)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float16, torch.float64])
+def test_sum_and_max_in_other_dtypes(device, dtype):
+    if dtype == torch.float16 and device == "cpu":
+        pytest.skip("fp16 math is exercised on the GPU run")
+    check(lambda x: (x.sum(-1), x.amax(0), x.mean(1)), _rand(40, 70, device=device, dtype=dtype))
+
+
+def test_integer_and_bool_reductions(device):
+    x = torch.randint(-50, 50, (9, 31), device=device, dtype=torch.int32)
+    report = check(lambda x: (x.sum(1), x.amax(0), x.argmin(1), x.prod(1), (x > 0).sum(0), (x > 0).all(1)), x)
+    assert not report.fallbacks
+
+
+def test_nan_propagates_like_eager(device):
+    x = _rand(5, 64, device=device)
+    x[1, 7] = float("nan")
+    x[3, :] = float("-inf")
+    check(lambda x: (x.amax(1), x.argmax(1), x.max(1), x.argmin(1), x.sum(1)), x)
+
+
+def test_ties_give_the_first_index(device):
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]], device=device).repeat(1, 50)
+    check(lambda x: (x.argmax(1), x.argmin(1), x.max(1).indices), x)
+
+
+def test_softmax_is_one_persistent_kernel(device):
+    report = check(lambda x: torch.softmax(x, -1), _rand(64, 1000, device=device))
+    _one_kernel(report, "persistent_reduction")
+
+
+def test_log_softmax_is_one_kernel(device):
+    _one_kernel(check(lambda x: torch.log_softmax(x, -1), _rand(64, 1000, device=device)))
+
+
+def test_layer_norm_is_one_kernel(device):
+    w, b = _rand(1000, device=device), _rand(1000, device=device)
+    _one_kernel(check(lambda x: F.layer_norm(x, (1000,), w, b), _rand(64, 1000, device=device)))
+
+
+def test_rms_norm_chain_is_one_kernel(device):
+    w = _rand(1000, device=device)
+
+    def rms_norm(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    _one_kernel(check(rms_norm, _rand(64, 1000, device=device)))
+
+
+def test_var_mean_is_one_kernel(device):
+    _one_kernel(check(lambda x: torch.var_mean(x, -1), _rand(64, 1000, device=device)))
+
+
+def test_long_rows_use_a_looped_kernel(device):
+    x = _rand(3, 20000, device=device)
+    report = check(lambda x: (x.var(-1), x.argmax(-1)), x, atol=1e-5, rtol=1e-4)
+    assert [k.kind for k in report.kernels] == ["reduction"] * 2
+    assert not report.fallbacks
+
+
+def test_looped_softmax_is_one_kernel(device):
+    # 520 rows: enough programs that the reductions are not split
+    report = check(lambda x: torch.softmax(x, -1), _rand(520, 8200, device=device), atol=1e-5, rtol=1e-4)
+    _one_kernel(report, "reduction")
+
+
+def test_looped_welford_is_numerically_stable(device):
+    x = _rand(4, 30000, device=device) + 1e4
+    expected = x.double().var(-1).float()
+    check(lambda x: x.var(-1), x, atol=1e-2, rtol=1e-3)
+    torch.testing.assert_close(torch.compile(lambda x: x.var(-1), backend="tritonize")(x), expected,
+                               atol=1e-2, rtol=1e-3)
+
+
+def test_outer_reduction_of_long_columns(device):
+    report = check(lambda x: (x.sum(0), x.amax(0)), _rand(3000, 48, device=device), atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks
+    assert all(k.kind == "reduction" for k in report.kernels)
+
+
+def test_reduction_of_a_transposed_view(device):
+    check(lambda x: (x.t().sum(-1), x.permute(1, 0).softmax(-1)), _rand(50, 70, device=device))
+
+
+def test_softmax_over_a_middle_dim(device):
+    check(lambda x: torch.softmax(x, 1), _rand(4, 33, 12, device=device))
+
+
+def test_prologue_and_epilogue_fuse(device):
+    def fn(x, y):
+        return ((x * y).relu().sum(-1) + 1).sqrt()
+
+    _one_kernel(check(fn, _rand(32, 300, device=device), _rand(32, 300, device=device)))
+
+
+def test_reduction_of_broadcast_value(device):
+    check(lambda x: x.expand(8, 5, 40).sum(0), _rand(5, 40, device=device))
+
+
+def test_scalar_and_single_element_reductions(device):
+    check(lambda x: (x.sum(), x.amax(), x.argmax()), torch.tensor(3.5, device=device))
+    check(lambda x: (x.sum(1), x.var(1, correction=0), x.argmax(1)), _rand(7, 1, device=device))
+
+
+def test_empty_reductions(device):
+    check(lambda x: x.sum(1), torch.empty(0, 5, device=device))
+    report = check(lambda x: x.sum(0), torch.empty(0, 5, device=device))
+    assert report.fallbacks  # a reduction over an empty dim runs through aten, and says so
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm(device, training):
+    mean, var = _rand(16, device=device), _rand(16, device=device).abs() + 0.5
+    w, b = _rand(16, device=device), _rand(16, device=device)
+    report = check(lambda x: F.batch_norm(x, None if training else mean, None if training else var,
+                                          w, b, training=training), _rand(8, 16, 5, 5, device=device),
+                   atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks
+
+
+def test_group_norm(device):
+    w, b = _rand(12, device=device), _rand(12, device=device)
+    report = check(lambda x: F.group_norm(x, 3, w, b), _rand(4, 12, 7, 7, device=device), atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks
+
+
+def test_low_precision_softmax_accumulates_in_fp32(device):
+    x = _rand(16, 3000, device=device, dtype=torch.bfloat16)
+    check(lambda x: torch.softmax(x, -1), x)
+    check(lambda x: x.sum(-1), x, atol=1e-1, rtol=2e-2)
+
+
+@pytest.mark.parametrize("shape,dims", [((100, 100), None), ((5000, 3), 0), ((3, 5001), 1), ((2, 70, 90), (1, 2))])
+def test_split_reductions_use_two_kernels(device, shape, dims):
+    x = _rand(*shape, device=device)
+    fn = (lambda x: (x.sum(), x.amax())) if dims is None else (lambda x: (x.sum(dims), x.amin(dims, keepdim=True)))
+    report = check(fn, x, atol=1e-4, rtol=1e-4)
+    assert not report.fallbacks
+    assert len(report.kernels) == 4  # a partial and a final kernel for each reduction
