@@ -4,7 +4,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/tritonize-gpu}
 mkdir -p "$OUT"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TRITONIZE_CACHE_DIR=/tmp/tritonize-cache
+export PYTHONPATH=src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TRITONIZE_CACHE_DIR=/tmp/tritonize-cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 SEL=${*:-tests}

@@ -152,3 +152,21 @@ def test_key_is_stable_across_processes_and_a_second_process_hits(cache, device)
         outputs.append(next(line for line in result.stdout.splitlines() if line.startswith("KEY")))
     assert outputs[0].split()[1] == outputs[1].split()[1]
     assert "'miss': 1" in outputs[0] and "'hit': 1" in outputs[1]
+
+
+def test_graphs_with_user_kernels_are_compiled_every_time(cache, device):
+    """A user kernel's launcher lives in the wrapper's CONSTANTS and has no stored form (and the
+    graph text names the kernel only by a process-local index): such graphs are never cached."""
+    from user_kernel_corpus import add_kernel
+
+    def fn(x, y):
+        out = torch.empty_like(x)
+        tritonize.wrap_triton(add_kernel)[(4,)](x.sin(), y, out, x.numel(), BLOCK=32)
+        return out * 2
+
+    x, y = torch.randn(100, device=device), torch.randn(100, device=device)
+    first, second = run_twice(fn, x, y)
+    assert graph_cache.STATS == {"miss": 2} and not list((cache / "graphs").iterdir())
+    assert [k.name for k in second.user_kernels] == ["add_kernel"]
+    torch._dynamo.reset()
+    assert_same(torch.compile(fn, backend="tritonize")(x, y), fn(x, y))

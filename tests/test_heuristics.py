@@ -27,12 +27,14 @@ GPU_PICKS = [
     (("persistent_reduction", 64, 1, 64, None), ({"XBLOCK": 1}, 2)),  # few rows: one a program
     (("persistent_reduction", 4096, 1, 64, "outer"), ({"XBLOCK": 32}, 4)),  # >= 32 rows: coalesced
     (("persistent_reduction", 16, 1, 64, "outer"), ({"XBLOCK": 16}, 4)),
-    (("scan", 1024, 1, 1000, None), ({"XBLOCK": 4}, 4)),
-    (("reduction", 8192, 1, 32000, None), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)),  # inner, long rows
-    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 64, "RBLOCK": 64}, 8)),  # many short rows
-    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 64}, 8)),
-    (("reduction", 4096, 1, 100_000, "inner"), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)),
-    (("reduction", 10, 1, 1000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 8)),  # clamped to the row
+    (("scan", 1024, 1, 1000, None), ({"XBLOCK": 2}, 4)),
+    (("looped_scan", 1024, 1, 100_000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 4)),
+    (("looped_scan", 1024, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 32}, 4)),
+    (("reduction", 8192, 1, 32000, None), ({"XBLOCK": 1, "RBLOCK": 4096}, 4)),  # inner, long rows
+    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 64, "RBLOCK": 128}, 8)),  # many short rows
+    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 128}, 8)),
+    (("reduction", 4096, 1, 100_000, "inner"), ({"XBLOCK": 1, "RBLOCK": 4096}, 4)),
+    (("reduction", 10, 1, 1000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 4)),  # clamped to the row
 ]
 
 
@@ -73,7 +75,7 @@ SHAPES = [KernelShape(kind, x, y, r, hint)
               ((k, x, 1, r, h) for k in ("persistent_reduction", "scan")
                for x, r in [(1, 1), (1, 8192), (5, 3), (16384, 4096), (10**6, 16), (257, 700)]
                for h in (None, "inner", "outer")),
-              (("reduction", x, 1, r, h) for x, r in [(1, 10**8), (7, 9000), (8192, 32000), (10**5, 100), (2**20, 2**14)]
+              ((k, x, 1, r, h) for k in ("reduction", "looped_scan") for x, r in [(1, 10**8), (7, 9000), (8192, 32000), (10**5, 100), (2**20, 2**14)]
                for h in (None, "inner", "outer")))]
 
 
@@ -91,7 +93,7 @@ def test_every_candidate_respects_the_codegen_bounds(shape, mode):
                 assert value <= limit
             if name == "XBLOCK":
                 assert value <= triton.next_power_of_2(shape.xnumel)
-        assert "RBLOCK" in config.blocks if shape.kind == "reduction" else "RBLOCK" not in config.blocks
+        assert "RBLOCK" in config.blocks if shape.kind in ("reduction", "looped_scan") else "RBLOCK" not in config.blocks
         assert 1 <= config.grid[0] <= MAX_GRID
         assert config.num_warps in (1, 2, 4, 8, 16, 32)
 

@@ -141,13 +141,16 @@ def _serialize(compiled: CompiledGraph) -> bytes | None:
         "kernels": [[k.name, k.kind, k.source, list(k.fused_nodes)] for k in art.kernels],
         "fallbacks": [list(f) for f in art.fallbacks],
         "externs": list(art.externs),
+        "clones": [list(c) for c in art.clones],
         "constants": constants,
     }
     return json.dumps(entry).encode()
 
 
 def _encode_tensor(value) -> dict:
-    """A tensor as plain data (no pickle): layout, dtype, device and its values' bytes."""
+    """A tensor as plain data (no pickle): layout, dtype, device and its values' bytes. Anything
+    else in CONSTANTS (a user kernel's launcher, an odd argument) has no stored form: the graph is
+    then not cached, which also keeps graphs whose user kernels the key cannot see out."""
     if type(value) is not torch.Tensor:
         raise TypeError(f"constant of type {type(value).__name__} is not stored")
     data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
@@ -177,7 +180,8 @@ def _load(path) -> CompiledGraph | None:
             constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
         artifacts = GraphArtifacts(
             [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
-            [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"])
+            [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
+            clones=[tuple(c) for c in entry["clones"]])
         module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
         module.CONSTANTS.update(constants)
         return CompiledGraph(module.call, artifacts, constants)

@@ -20,10 +20,13 @@ import torch
 
 from .codegen.kernel import render_kernel
 from .codegen.reduction_kernel import render_reduction_kernel
+from .codegen.scan_kernel import render_scan_kernel
+from .codegen.scatter_kernel import render_scatter_kernel
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.scatter import ScatterOp
 from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
 from .report import GraphArtifacts, KernelInfo, user_kernel_info
@@ -56,7 +59,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         plan = schedule(graph)
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
-        device = graph_device(example_inputs)
+        device = graph_device(example_inputs, gm)
         wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
                                              options.mode)
         dump.write("4_wrapper.py", wrapper)
@@ -82,8 +85,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
     return CompiledGraph(module.call, artifacts, constants)
 
 
-def graph_device(example_inputs) -> str:
+def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if not devices and gm is not None:  # no tensor inputs (torch.rand(...) alone): ask the nodes
+        values = [node.meta.get("val") for node in gm.graph.nodes]
+        devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
     if len(devices) > 1:
         raise Unsupported(f"inputs on several devices: {sorted(devices)}")
     return "cpu" if devices == {"cpu"} or not devices else "cuda"
@@ -95,10 +101,10 @@ def render_kernels(plan, graph, dump):
     by_body: dict = {}
     calls: dict = {}
     for step in plan.steps:
-        if not isinstance(step, KernelGroup):
+        if not isinstance(step, (KernelGroup, ScatterOp)):
             continue
         name = kernel_name(step, len(kernels))
-        render = render_reduction_kernel if step.is_reduction else render_kernel
+        render = _renderer(step)
         rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
@@ -111,13 +117,24 @@ def render_kernels(plan, graph, dump):
     return kernels, calls
 
 
-def kernel_name(group: KernelGroup, index: int) -> str:
+def _renderer(step):
+    if isinstance(step, ScatterOp):
+        return render_scatter_kernel
+    if step.is_scan:
+        return render_scan_kernel
+    return render_reduction_kernel if step.is_reduction else render_kernel
+
+
+def kernel_name(group: KernelGroup | ScatterOp, index: int) -> str:
     ops = []
     for origin in group.origins():
         op = re.sub(r"_\d+$", "", origin)
         if op not in ops:
             ops.append(op)
-    prefix = "red" if group.is_reduction else "poi"
+    if isinstance(group, ScatterOp):
+        prefix = "scatter"
+    else:
+        prefix = "scan" if group.is_scan else ("red" if group.is_reduction else "poi")
     return f"triton_{prefix}_fused_{'_'.join(ops[:4])}_{index}"
 
 

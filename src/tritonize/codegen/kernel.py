@@ -18,6 +18,7 @@ from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, upper_bound
 from ..runtime.heuristics import MAX_BLOCK_1D, MAX_BLOCK_2D
 from ..schedule.fusion import KernelGroup
 from .index_printer import print_index
+from .indirect import has_indirect, render_indirect, resolve
 from .iteration import IterationSpace, plan_iteration
 from .ops_table import render_cast, render_constant, render_op, triton_dtype
 
@@ -25,6 +26,7 @@ KERNEL_HEADER = """import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 from tritonize.runtime import triton_helpers as helpers
+from tritonize.runtime import index_checks as checks
 """
 INT32_LIMIT = 2**31 - 1
 
@@ -40,6 +42,7 @@ class RenderedKernel:
     origins: list[str]
     rnumel: int = 1
     hint: str = ""  # reductions: "inner" or "outer" (which way the inputs are contiguous)
+    checks: bool = False  # calls runtime/index_checks.py (launched in debug mode on the GPU)
 
 
 def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKernel:
@@ -58,7 +61,7 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKerne
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n) for n in stored]
     source = _assemble(name, params, space, writer, group)
     return RenderedKernel(name, source, "pointwise", writer.loaded + stored, space.xnumel, space.ynumel,
-                          group.origins())
+                          group.origins(), checks=writer.has_checks)
 
 
 def _index_expressions(group: KernelGroup, stores) -> list:
@@ -76,6 +79,7 @@ def _needs_int64(space: IterationSpace, buffers: dict, group: KernelGroup) -> bo
     if space.xnumel * space.ynumel > INT32_LIMIT:
         return True
     ranges = dict(space.x_dims + space.y_dims)
+    ranges.update(ex.indirect_ranges(b.body for b in group.buffers))
     for expr in space.rewrite.values():
         bound = upper_bound(expr, ranges)
         if bound is None or bound > INT32_LIMIT:
@@ -94,6 +98,7 @@ class _BodyWriter:
         self.stored_values: dict = {}
         self.counter = 0
         self.pointers: dict[str, str] = {}
+        self.has_checks = False  # set by codegen/indirect.py
         self.base_mask = self._base_mask()
 
     def _base_mask(self):
@@ -120,7 +125,7 @@ class _BodyWriter:
         return name
 
     def index_text(self, index) -> str:
-        return print_index(self.space.rewrite.get(index, index))
+        return print_index(resolve(self, self.space.rewrite.get(index, index)))
 
     def render(self, e: ex.Expr, mask) -> str:
         key = (e, mask)
@@ -135,6 +140,8 @@ class _BodyWriter:
             return render_constant(e.args[0], e.dtype)
         if e.op == "load":
             return self._load(e, mask)
+        if e.op == "indirect":
+            return render_indirect(self, e, mask)
         if e.op == "index_expr" and not self.space.rewrite.get(e.args[0], e.args[0]).free_symbols:
             return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {triton_dtype(e.dtype)})"
         if e.op == "index_expr":
@@ -159,10 +166,15 @@ class _BodyWriter:
         if name not in self.loaded:
             self.loaded.append(name)
         pointer = self.pointer(name)
+        indirect = has_indirect(rewritten)
+        rewritten = resolve(self, rewritten)
         if not rewritten.free_symbols:
             return self.new_var(f"tl.load({pointer} + {print_index(rewritten)})")
+        offset = _parenthesize(print_index(rewritten))
+        if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
+            offset = f"tl.where({mask}, {offset}, 0)"
         mask_text = f", {mask}, other=0" if mask else ""
-        return self.new_var(f"tl.load({pointer} + {_parenthesize(print_index(rewritten))}{mask_text})")
+        return self.new_var(f"tl.load({pointer} + {offset}{mask_text})")
 
     def store(self, buffer: ComputedBuffer, index, value: str) -> None:
         index_text = print_index(index)

@@ -85,7 +85,9 @@ BINARY = {
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 
-TERNARY = {"where": "tl.where({0}, {1}, {2})"}
+TERNARY = {"where": "tl.where({0}, {1}, {2})",
+           # (seed, element offset, stream) -> a Philox draw (lower/random.py)
+           "rand": "helpers.rand({0}, {1}, {2})", "randn": "helpers.randn({0}, {1}, {2})"}
 
 
 def render_op(name: str, args: list[str], arg_dtypes: list[torch.dtype], dtype: torch.dtype) -> str:

@@ -24,6 +24,7 @@ from ..ir.nodes import ReductionBuffer
 from ..ir.symbols import affine_coefficients, dim_vars, index_symbol, simplify_with_ranges, upper_bound
 from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION
 from .index_printer import print_index
+from .indirect import has_indirect
 from .iteration import merge_dims
 from .kernel import INT32_LIMIT, KERNEL_HEADER, RenderedKernel, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
@@ -64,14 +65,16 @@ def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
     outer = _is_outer_reduction(space, members)
     rblock = triton.next_power_of_2(max(space.rnumel, 1))
     persistent = rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
-    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space))
-    writer.write_all(_stages(members))
+    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space, members))
+    pairs = {} if persistent else online_softmax_pairs(members)
+    writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
+    writer.write_all(_stages(members, pairs))
     kind = "persistent_reduction" if persistent else "reduction"
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
-                          rnumel=space.rnumel, hint="outer" if outer else "inner")
+                          rnumel=space.rnumel, hint="outer" if outer else "inner", checks=writer.has_checks)
 
 
 def _member(rows, buffer) -> Member:
@@ -128,10 +131,11 @@ def _is_outer_reduction(space: RowIteration, members) -> bool:
     return False
 
 
-def _needs_int64(space: RowIteration) -> bool:
+def _needs_int64(space: RowIteration, members) -> bool:
     if space.xnumel * space.rnumel > INT32_LIMIT:
         return True
     ranges = dict(space.x_dims + space.r_dims)
+    ranges.update(ex.indirect_ranges(m.body for m in members))
     bounds = [upper_bound(e, ranges) for e in space.rewrite.values()]
     return any(b is None or b > INT32_LIMIT for b in bounds)
 
@@ -143,14 +147,36 @@ class Stage:
     rows: list = dataclasses.field(default_factory=list)
 
 
-def _stages(members) -> list[Stage]:
-    """Assign members to stages: see the module docstring."""
+def online_softmax_pairs(members) -> dict:
+    """{name of a sum member of the form exp(E - M): the max member M = max(E)}: looped kernels
+    compute both in one pass over E (helpers.online_softmax_update)."""
+    by_name = {m.buffer.name: m for m in members}
+    pairs = {}
+    for m in members:
+        body = m.body
+        if m.role != "reduction" or m.buffer.reduction_type != "sum" or body.op != "exp":
+            continue
+        if body.args[0].op != "sub" or body.args[0].args[1].op != "load":
+            continue
+        value, shift = body.args[0].args
+        partner = by_name.get(shift.args[0])
+        if (partner is not None and partner.role == "reduction" and partner.buffer.reduction_type == "max"
+                and partner.body == value):
+            pairs[m.buffer.name] = partner
+    return pairs
+
+
+def _stages(members, pairs: dict) -> list[Stage]:
+    """Assign members to stages: see the module docstring. A sum paired with its max (online
+    softmax) runs in the max's stage."""
     available: dict[str, int] = {}  # first stage whose loop can use the value
     names = {m.buffer.name for m in members}
     placed = []
     for m in members:
         deps = {e.args[0] for e in ex.loads(m.body)} & names
         ready = max((available[d] for d in deps), default=0)
+        if m.buffer.name in pairs:
+            ready = available[pairs[m.buffer.name].buffer.name] - 1
         available[m.buffer.name] = ready + 1 if m.role == "reduction" else ready
         placed.append((m, ready))
     count = max([r + 1 for _, r in placed] + [1])
@@ -176,7 +202,7 @@ class _ReductionWriter(_BodyWriter):
         self.r_mask = "rmask" if space.rnumel % limit or not persistent else None
         self.apply_r_mask = space.rnumel % limit != 0
         self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
-        self.body_lines: list[str] = []
+        self.online: dict[str, str] = {}  # max member name -> the sum member computed with it
 
     def _base_mask(self):
         return None
@@ -192,7 +218,7 @@ class _ReductionWriter(_BodyWriter):
             value = self.render(member.body, self._mask_of(member))
             self.stored_values[(name, rewritten)] = value
             return value
-        if mask == self.full_mask:  # mask only the dims the index varies along
+        if mask == self.full_mask and not has_indirect(rewritten):  # mask the dims the index varies along
             symbols = rewritten.free_symbols
             wanted = [self.x_mask if symbols & self.space.x_symbols else None,
                       "rmask" if self.apply_r_mask and symbols & self.space.r_symbols else None]
@@ -270,12 +296,19 @@ class _ReductionWriter(_BodyWriter):
         outer_lines, saved = self.lines, (dict(self.cache), dict(self.stored_values))
         self.lines = []
         self.lines += self.r_index_lines("roffset + tl.arange(0, RBLOCK)[None, :]")
-        states = []
+        states, online = [], []
+        paired_sums = set(self.online.values())
         for m in stage.reductions:
+            if m.buffer.name in paired_sums:
+                continue
             value = self.render(m.body, self.full_mask)
             dtype = m.body.dtype
             state = [f"acc{self.counter}_{k}" for k in range(3)]
             self.counter += 1
+            if m.buffer.name in self.online:
+                online.append((m, self.members[self.online[m.buffer.name]], state))
+                self._online_update(state, value, dtype, outer_lines)
+                continue
             outer_lines += init_lines(m.buffer, state, dtype)
             update_lines(self, m.buffer, state, value, dtype)
             states.append((m, state))
@@ -285,7 +318,24 @@ class _ReductionWriter(_BodyWriter):
         loop = [f"for roffset in range({offset}, rnumel, RBLOCK):"] + ["    " + line for line in self.lines]
         self.lines = outer_lines + loop
         self.cache, self.stored_values = saved
-        return [finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel) for m, state in states]
+        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel)
+                   for m, state in states}
+        for row_max, total, state in online:
+            results[row_max.buffer.name], results[total.buffer.name] = state[0], state[1]
+        return [results[m.buffer.name] for m in stage.reductions]
+
+    def _online_update(self, state: list[str], value: str, dtype, outer_lines: list[str]) -> None:
+        """Each row keeps its running max (state[0]) and the sum of exp(x - running max)
+        (state[1]), rescaled when a tile raises the max: one exp an element."""
+        outer_lines.append(f"{state[0]} = tl.full([XBLOCK, 1], {render_constant(float('-inf'), dtype)}, "
+                           f"{triton_dtype(dtype)})")
+        outer_lines.append(f"{state[1]} = tl.full([XBLOCK, 1], 0, {triton_dtype(dtype)})")
+        value = self.tile(value, dtype)
+        if self.apply_r_mask:
+            value = self.new_var(f"tl.where(rmask, {value}, {render_constant(float('-inf'), dtype)})")
+        tile_max = self.new_var(f"helpers.max2({value}, 1)")
+        self.lines.append(f"{state[1]}, {state[0]} = helpers.online_softmax_update("
+                          f"{state[1]}, {state[0]}, {value}, {tile_max})")
 
 
 def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,

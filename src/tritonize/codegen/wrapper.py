@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
+from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
 from .user_kernel import user_kernel_lines
@@ -58,6 +59,10 @@ def _last_uses(steps: list, graph: GraphIR) -> dict[str, int]:
         for op in ops:
             for name in reads_of(op):
                 last[name] = i
+    for step in steps:  # registers only: never allocated, so never freed or reused
+        if isinstance(step, KernelGroup):
+            for name in step.internal:
+                last.pop(name, None)
     for out in graph.outputs:
         if out.view is not None:
             last[out.view.buffer_name] = len(steps)
@@ -83,10 +88,11 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
     for name, kernel in kernel_sources.items():
         header.append("")
         header.append(f"# aten nodes: {', '.join(kernel.origins)}")
+        checks = ", checks=True" if kernel.checks else ""
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
         header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
-                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}, mode={mode!r},")
+                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}{checks}, mode={mode!r},")
         header.append(f"    arg_dtypes={_arg_dtypes(graph, kernel.arg_names)})")
     specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
              for b in graph.inputs]
@@ -126,6 +132,9 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
             lines += _kernel_lines(step, kernels[id(step)], pool)
         elif isinstance(step, UserKernelCall):
             lines += user_kernel_lines(writer, step)
+        elif isinstance(step, ScatterOp):  # writes into its (allocated) target in place
+            kernel_var, args = kernels[id(step)]
+            lines.append(f"    {kernel_var}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
             lines += _extern_lines(writer, step)
         lines += _free_lines(i, last_use, graph, pool, extern_args)
@@ -159,7 +168,7 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall) -> list[str]:
     if len(call.outputs) == 1 and call.outputs[0].path == ():
         out = call.outputs[0].buffer
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
-        if call.kind != "alloc":
+        if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
             lines.append(f"    {out.name} = ensure_layout({out.name}, {out.layout.size}, {out.layout.stride})")
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]

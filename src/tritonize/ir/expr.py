@@ -5,6 +5,9 @@ a sympy index), `constant` and `index_expr` (an integer computed from the index)
 is an elementwise op whose arguments are Exprs. Lazy tensors in the IR are an Expr over the
 dimension variables d0..dN (see ir/symbols.py); a view substitutes those variables.
 
+`indirect(t, index, size, wrap, check, body)` binds the index variable t to the value of the Expr
+`index` (a loaded integer: gather, embedding, x[idx]) for `body`, whose sympy indices may use t.
+
 Exprs are frozen dataclasses, so they print, compare and hash; the hash of a kernel's exprs is part
 of its identity. They carry no Triton text: codegen/ops_table.py maps op names to Triton.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 from typing import Any
 
 import sympy
@@ -93,6 +97,10 @@ def map_indices(expr: Expr, fn) -> Expr:
     def visit(e: Expr) -> Expr:
         if e in cache:
             return cache[e]
+        if e.op == "indirect":
+            result = _map_indirect(e, visit)
+            cache[e] = result
+            return result
         if e.op in ("load", "index_expr"):
             new_args = tuple(fn(a) if isinstance(a, sympy.Basic) else a for a in e.args)
         else:
@@ -127,3 +135,51 @@ def loads(expr: Expr) -> list[Expr]:
 
 def count_ops(expr: Expr) -> int:
     return sum(1 for e in walk(expr) if e.op not in ("load", "constant", "index_expr"))
+
+
+# --- indirect indexing ---------------------------------------------------------------------------
+# An `indirect` Expr is a let: args (symbol, index, size, wrap, check, body). `index` is an integer
+# Expr (the loaded index); the symbol holds its value, wrapped (+size when negative) if `wrap`, and
+# checked to lie in [0, size) (`check` names the op for the error). The symbol's name is a digest
+# of (index, size, wrap): equal bindings share one variable, and a binding that a view changed
+# gets a new one, so within a kernel a symbol always means one value.
+
+INDIRECT_PREFIX = "ind_"
+
+
+def indirect_symbol(index: Expr, size: int, wrap: bool) -> sympy.Symbol:
+    digest = hashlib.sha1(f"{index!r}|{size}|{wrap}".encode()).hexdigest()[:10]
+    return sympy.Symbol(f"{INDIRECT_PREFIX}{digest}", integer=True, nonnegative=True)
+
+
+def is_indirect_symbol(symbol) -> bool:
+    return isinstance(symbol, sympy.Symbol) and symbol.name.startswith(INDIRECT_PREFIX)
+
+
+def indirect(index: Expr, size: int, wrap: bool, check: str, body_fn) -> Expr:
+    """body_fn(t), with t bound to the value of `index` (an integer Expr) as an index into a dim
+    of `size` elements: negative values wrap when `wrap` (x[idx] does, gather does not)."""
+    symbol = indirect_symbol(index, size, wrap)
+    body = body_fn(symbol)
+    return Expr("indirect", (symbol, index, int(size), bool(wrap), check, body), body.dtype)
+
+
+def _map_indirect(e: Expr, visit) -> Expr:
+    symbol, index, size, wrap, check, body = e.args
+    new_index, new_body = visit(index), visit(body)
+    new_symbol = indirect_symbol(new_index, size, wrap) if new_index != index else symbol
+    if new_symbol != symbol:
+        new_body = map_indices(new_body, lambda i: i.xreplace({symbol: new_symbol}))
+    if (new_symbol, new_index, new_body) == (symbol, index, body):
+        return e
+    return Expr("indirect", (new_symbol, new_index, size, wrap, check, new_body), e.dtype)
+
+
+def indirect_ranges(exprs) -> dict:
+    """{symbol: size} for every indirect binding in exprs: a bound symbol lies in [0, size)."""
+    ranges = {}
+    for root in exprs:
+        for e in walk(root):
+            if e.op == "indirect":
+                ranges[e.args[0]] = e.args[2]
+    return ranges

@@ -4,7 +4,8 @@
 * `TensorValue`: a lazy tensor, `body` is an Expr over d0..d{rank-1} (see ir/expr.py). Lowering
   passes these between FX nodes; views make new TensorValues, never copies.
 * Buffer producers, in the order the wrapper runs them (`GraphIR.operations`):
-  `ComputedBuffer` (a TensorValue materialized by a generated kernel), `ExternCall` (an aten call
+  `ComputedBuffer` (a TensorValue materialized by a generated kernel; `ReductionBuffer` and
+  `ScanBuffer` are its reducing and scanning kinds), `ExternCall` (an aten call
   made from the wrapper: library kernels on purpose, or fallbacks for ops we cannot lower).
 * `GraphIR`: inputs, operations, outputs; what lowering hands to the scheduler.
 
@@ -154,6 +155,23 @@ class ReductionBuffer(ComputedBuffer):
         return n
 
 
+SCAN_TYPES = ("sum", "prod", "max", "min", "logsumexp", "argmax", "argmin")
+
+
+@dataclasses.dataclass
+class ScanBuffer(ComputedBuffer):
+    """A buffer whose element at index d combines `body` over positions 0..d[scan_dim] of that dim.
+
+    `body` is an Expr over the buffer's own dims d0.. (the scan's input element, in the
+    accumulation dtype, which is the buffer's dtype). "argmax"/"argmin" hold the position of
+    the running max/min (the last one on ties, NaN counting as the largest, like torch.cummax),
+    in int64; lowering casts values to the dtype eager gives afterwards.
+    """
+
+    scan_type: str = "sum"
+    scan_dim: int = 0
+
+
 @dataclasses.dataclass
 class ExternOutput:
     """One tensor result of an ExternCall: `path` indexes into the call's (nested) result."""
@@ -209,7 +227,7 @@ class GraphIR:
             if isinstance(op, ComputedBuffer):
                 table[op.name] = op
             else:
-                for out in op.outputs:
+                for out in getattr(op, "outputs", []):  # a ScatterOp writes into an existing buffer
                     table[out.buffer.name] = op
         return table
 
@@ -220,10 +238,16 @@ class GraphIR:
                 lines.append(f"{op.name} = {op.reduction_type} over {list(op.reduction_ranges)} "
                              f"size={list(op.layout.size)} {op.layout.dtype}  # {', '.join(op.origins)}")
                 lines.append(f"    {op.body!r}")
+            elif isinstance(op, ScanBuffer):
+                lines.append(f"{op.name} = scan {op.scan_type} along dim {op.scan_dim} "
+                             f"size={list(op.layout.size)} {op.layout.dtype}  # {', '.join(op.origins)}")
+                lines.append(f"    {op.body!r}")
             elif isinstance(op, ComputedBuffer):
                 lines.append(f"{op.name} = compute size={list(op.layout.size)} "
                              f"stride={list(op.layout.stride)} {op.layout.dtype}  # {', '.join(op.origins)}")
                 lines.append(f"    {op.body!r}")
+            elif hasattr(op, "render"):  # ScatterOp (ir/scatter.py)
+                lines.append(op.render())
             else:
                 outs = ", ".join(o.buffer.name for o in op.outputs)
                 lines.append(f"{outs} = {op.kind} {op.target}  # {op.origin}")

@@ -37,6 +37,7 @@ class LoweringContext:
         self.constants: dict[str, torch.Tensor] = {}
         self.storage_offsets: dict[str, int] = {}
         self.current_node = None
+        self.random = None  # lower/random.py's RandomState, once the graph has a random op
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------

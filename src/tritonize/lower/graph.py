@@ -23,7 +23,7 @@ from ..ir.nodes import (
     contiguous_strides,
     strided_view_of,
 )
-from . import creation, pointwise, reductions, user_kernel, views  # noqa: F401  (registers lowerings)
+from . import creation, indexing, pointwise, random, reductions, scans, scatter, user_kernel, views  # noqa: F401
 from .context import LoweringContext
 from .fallback import call_through_aten, is_extern
 from .registry import find_lowering

@@ -55,9 +55,10 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
     if 0 in out_size:
         empty = TensorValue(out_size, result_dtype, x.device, ex.constant(0, result_dtype))
         return buffer_value(ctx.compute_buffer(empty).name, layout)
-    split = split_factor(_product(out_size), _product(ranges), _is_outer(element, red_vars))
+    outer = _is_outer(element, red_vars)
+    split = split_factor(_product(out_size), _product(ranges), outer)
     if rtype in SPLITTABLE and split > 1:
-        return _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split)
+        return _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer)
     source = tuple((s, k in dims) for k, s in enumerate(x.size))
     buffer = ReductionBuffer(ctx.new_name(), layout, body, [ctx.origin()], rtype, ranges, source,
                              float(correction))
@@ -70,13 +71,14 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
 SPLITTABLE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}
 TARGET_PROGRAMS = 1024
 MIN_SPLIT_CHUNK = 1024
+MIN_SPLIT_RNUMEL = 16384  # shorter rows take a few microseconds in one program: not worth a launch
 
 
 def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
     """How many partial results a row is split into (1: no split). A looped inner reduction
     runs a row a program; an outer one 64 rows a program. Split until about TARGET_PROGRAMS
     programs run, keeping each partial at least MIN_SPLIT_CHUNK elements long."""
-    if rnumel < 4 * MIN_SPLIT_CHUNK:
+    if rnumel < MIN_SPLIT_RNUMEL:
         return 1
     programs = -(-xnumel // 64) if outer else xnumel
     if programs * 2 > TARGET_PROGRAMS:
@@ -93,25 +95,28 @@ def _is_outer(element: ex.Expr, red_vars) -> bool:
         return False
     innermost = red_vars[-1]
     for load in ex.loads(element):
-        coeffs = affine_coefficients(load.args[1], [innermost])
+        coeffs = affine_coefficients(load.args[1], sorted(load.args[1].free_symbols, key=str))
         if coeffs is not None and coeffs.get(innermost, 0) == 1:
             return False
     return bool(ex.loads(element))
 
 
-def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split) -> TensorValue:
-    """Reduce chunks of each row into `split` partials (kernel 1), then the partials (kernel 2)."""
+def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer) -> TensorValue:
+    """Reduce chunks of each row into `split` partials (kernel 1), then the partials (kernel 2).
+    Partials are laid out [kept..., split] for inner reductions (a row's partials together) and
+    [split, kept...] for outer ones (rows stay the contiguous, innermost dim)."""
     ranges = [x.size[k] for k in dims]
     rnumel = _product(ranges)
     chunk = -(-rnumel // split)
     kept_size = tuple(x.size[k] for k in kept)
     partial_vars = dim_vars(len(kept_size) + 1)
-    flat = partial_vars[-1] * chunk + reduction_vars(1)[0]
+    split_var, kept_vars = (partial_vars[0], partial_vars[1:]) if outer else (partial_vars[-1], partial_vars[:-1])
+    flat = split_var * chunk + reduction_vars(1)[0]
     # body is over the final output's dims; re-index it: kept dims and the flat reduced position
     out_vars = dim_vars(len(out_size))
     mapping = {}
     for j, k in enumerate(kept):
-        mapping[out_vars[k if len(out_size) == x.rank else j]] = partial_vars[j]
+        mapping[out_vars[k if len(out_size) == x.rank else j]] = kept_vars[j]
     stride = rnumel
     for j, size in enumerate(ranges):
         stride //= size
@@ -120,14 +125,14 @@ def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split) -> TensorVal
     if chunk * split != rnumel:
         inside = ex.op("lt", ex.index_expr(flat, torch.int64), ex.constant(rnumel, torch.int64), dtype=torch.bool)
         element = ex.masked(inside, element, neutral_value(rtype, body.dtype))
-    partial_size = kept_size + (split,)
+    partial_size = (split,) + kept_size if outer else kept_size + (split,)
     partial = ReductionBuffer(ctx.new_name(), Layout(partial_size, contiguous_strides(partial_size), 0,
                                                      body.dtype, x.device),
                               element, [ctx.origin()], rtype, (chunk,),
                               tuple((s, False) for s in partial_size) + ((chunk, True),))
     ctx.add_computed(partial)
     partials = buffer_value(partial.name, partial.layout)
-    final_dims = [len(kept_size)]
+    final_dims = [0 if outer else len(kept_size)]
     keep = len(out_size) == x.rank and bool(dims)
     result = reduce(ctx, partials, final_dims, False, SPLITTABLE[rtype], body.dtype)
     if keep:

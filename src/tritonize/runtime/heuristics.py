@@ -4,7 +4,8 @@ Kernel kinds and the block parameters their source declares (`tl.constexpr`):
 * "pointwise": XBLOCK (1-D), or YBLOCK and XBLOCK (2-D tiles, for transposed reads);
 * "reduction": XBLOCK rows a program, RBLOCK elements of a row an iteration (looped);
 * "persistent_reduction": XBLOCK; RBLOCK is baked into the source (the whole row at once);
-* "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction.
+* "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction (the whole row);
+* "looped_scan": XBLOCK rows a program, RBLOCK positions of a row an iteration (with a carry).
 Sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
 
 Every config respects MAX_BLOCK_1D / MAX_BLOCK_2D / MAX_XBLOCK_REDUCTION: block sizes are
@@ -30,11 +31,13 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
-MAX_RBLOCK_LOOPED = 4096  # a looped reduction's widest step (it masks r, so any power of two is valid)
+MAX_RBLOCK_LOOPED = 4096  # widest step of a looped reduction or scan (they mask r: any power of two)
+MAX_PERSISTENT_SCAN_RBLOCK = 2048  # longer rows are scanned in chunks with a carry
 MAX_GRID = 2**31 - 1
 MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
-KINDS = ("pointwise", "reduction", "persistent_reduction", "scan")
+KINDS = ("pointwise", "reduction", "persistent_reduction", "scan", "looped_scan")
+LOOPED = ("reduction", "looped_scan")  # kinds with an RBLOCK parameter and a loop over r
 HINTS = (None, "inner", "outer")
 
 
@@ -110,7 +113,7 @@ def block_limits(shape: KernelShape) -> dict:
             return {"YBLOCK": min(MAX_BLOCK_2D, p2(shape.ynumel)), "XBLOCK": min(MAX_BLOCK_2D, p2(shape.xnumel))}
         return {"XBLOCK": min(MAX_BLOCK_1D, p2(shape.xnumel))}
     limits = {"XBLOCK": min(MAX_XBLOCK_REDUCTION, p2(shape.xnumel))}
-    if shape.kind == "reduction":
+    if shape.kind in LOOPED:
         limits["RBLOCK"] = min(MAX_RBLOCK_LOOPED, p2(shape.rnumel))
     return limits
 
@@ -169,6 +172,8 @@ def first_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchCo
         return _pointwise_pick(shape, on_gpu, device)
     if shape.kind in ("persistent_reduction", "scan"):
         return _persistent_pick(shape, on_gpu, device)
+    if shape.kind == "looped_scan":
+        return _looped_scan_pick(shape, on_gpu)
     return _looped_picks(shape, on_gpu)[0]
 
 
@@ -201,7 +206,7 @@ def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> La
     pass 2048), several rows a program when rows are short, fewer rows when that leaves SMs idle.
     Outer reductions (rows contiguous) keep at least 32 rows a program so loads coalesce."""
     rblock = shape.persistent_rblock
-    budget = 4096 if on_gpu else 1 << 16
+    budget = (4096 if rblock >= 2048 else 2048) if on_gpu else 1 << 16
     xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(shape.xnumel)))
     least = min(MIN_OUTER_XBLOCK, triton.next_power_of_2(shape.xnumel)) if shape.hint == "outer" else 1
     xblock = max(xblock, least)
@@ -217,30 +222,43 @@ def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> La
 
 
 def _looped_picks(shape: KernelShape, on_gpu: bool) -> list[LaunchConfig]:
-    """Row shapes: "inner" (long contiguous rows: one row a program, wide RBLOCK), "outer" (rows
-    strided, columns contiguous: 64 rows by 64 reduced elements a step, so every load is a
-    coalesced row segment), and tiny rows (several whole rows a program). With a hint, two
-    variants of that shape are timed; without one, inner and outer both are."""
+    """Row shapes, measured on an H100 (bench/reduction_configs.py): "inner" (contiguous rows: one
+    row a program, RBLOCK 4096, 4 warps), "outer" (rows strided, columns contiguous: 64 rows by
+    128 reduced elements a step, so every load is a coalesced row segment), and tiny rows
+    (several whole rows a program). With a hint, the measured config and a neighbor are timed;
+    without one, inner and outer both are."""
     def config(x, r, warps):
         return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
 
     if not on_gpu:
         rblock = min(4096, triton.next_power_of_2(shape.rnumel))
         return [config(max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock)), rblock, 4)]
-    inner, inner_wide = config(1, 2048, 8), config(1, 4096, 16)
-    outer, outer_tall = config(64, 64, 8), config(32, 128, 8)
+    inner, inner_alt = config(1, 4096, 4), config(1, 2048, 8)
+    outer, outer_alt = config(64, 128, 8), config(64, 64, 8)
     rows = triton.next_power_of_2(shape.rnumel)
     tiny = config(max(1, 512 // rows), rows, 4)
     long_rows = shape.rnumel >= 2048 or shape.xnumel < 128
     if shape.hint == "inner":
-        picks = [inner, tiny] if shape.rnumel < 256 else [inner, inner_wide]
+        picks = [inner, tiny] if shape.rnumel < 256 else [inner, inner_alt]
     elif shape.hint == "outer":
-        picks = [outer, outer_tall]
+        picks = [outer, outer_alt]
     elif long_rows:
         picks = [inner, outer] if shape.xnumel >= 64 else [inner]
     else:
         picks = [outer, inner] + ([tiny] if shape.rnumel < 256 else [])
     return picks
+
+
+def _looped_scan_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
+    """Rows longer than MAX_PERSISTENT_SCAN_RBLOCK, a chunk at a time: one row a program in chunks
+    of 1024 (4 warps), or for scans along a strided dim 64 rows by 32 positions so loads coalesce
+    along the rows. Not yet tuned on hardware (max-autotune searches)."""
+    if not on_gpu:
+        rblock = min(1024, triton.next_power_of_2(shape.rnumel))
+        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock))
+    else:
+        xblock, rblock = (64, 32) if shape.hint == "outer" else (1, 1024)
+    return make_config(shape, clamp(shape, {"XBLOCK": xblock, "RBLOCK": rblock}), 4)
 
 
 # ----------------------------------------------------------------------------- candidate lists
@@ -300,7 +318,7 @@ def _wide_set(shape: KernelShape) -> list[LaunchConfig]:
             for warps in (2, 4, 8):
                 if 4 <= xblock // (32 * warps) <= 32:
                     add({"XBLOCK": xblock}, warps)
-    elif shape.kind == "reduction":
+    elif shape.kind in LOOPED:
         for x, r in [(1, 512), (1, 1024), (1, 2048), (1, 4096), (2, 1024), (4, 512), (8, 256),
                      (16, 128), (32, 64), (64, 16), (64, 64), (128, 8)]:
             for warps in (4, 8, 16):
@@ -327,7 +345,7 @@ def neighbors(shape: KernelShape, config: LaunchConfig) -> list[LaunchConfig]:
                                          config.num_stages))
     for warps in (config.num_warps * 2, config.num_warps // 2):
         steps.append(make_config(shape, config.blocks, warps, config.num_stages))
-    if shape.kind == "reduction":  # only looped kernels have a loop to pipeline
+    if shape.kind in LOOPED:  # only looped kernels have a loop to pipeline
         for stages in (config.num_stages + 1, config.num_stages - 1):
             steps.append(make_config(shape, config.blocks, config.num_warps, stages))
     unique = []

@@ -23,9 +23,12 @@ import re
 import threading
 import warnings
 
+from triton.runtime.errors import InterpreterError
+
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
 from .heuristics import DeviceInfo, KernelShape, candidates
+from .interpreter_checks import IndexOutOfBoundsError
 from .loader import load_source_module
 from .progress import wait_all
 from .triton_compile import ArgSpec, CompileJob
@@ -56,7 +59,12 @@ class InterpretedKernel(GeneratedKernel):
         self.launch_kwargs = dict(self.config.blocks)
 
     def __call__(self, *args):
-        self.runner(*args, **self.launch_kwargs)
+        try:
+            self.runner(*args, **self.launch_kwargs)
+        except InterpreterError as err:  # an index out of bounds is the user's error: say it plainly
+            if isinstance(err.__cause__, IndexOutOfBoundsError):
+                raise IndexOutOfBoundsError(f"{err.__cause__} (kernel {self.name})") from None
+            raise
 
 
 class CudaEnvironment:
@@ -130,8 +138,9 @@ class GpuKernel(GeneratedKernel):
     """GPU: compiled ahead where possible, autotuned on first call, launched by a fast path."""
 
     def __init__(self, fn, name: str, source: str, shape: KernelShape, mode: str, module_path: str,
-                 arg_dtypes=None, env=None):
+                 arg_dtypes=None, env=None, debug: bool = False):
         self.env = env or CudaEnvironment.shared()
+        self.debug = debug  # compiled with device asserts (the kernel checks indirect indices)
         device = self.env.device_index()
         self.configs = candidates(shape, mode, on_gpu=True, device=self.env.device_info(device))
         super().__init__(fn, name, shape, self.configs[0])
@@ -154,7 +163,7 @@ class GpuKernel(GeneratedKernel):
     # --- compiling ---------------------------------------------------------------------------
     def _job(self, config, spec: ArgSpec) -> CompileJob:
         return CompileJob(self.module_path, self.name, spec, tuple(sorted(config.blocks.items())),
-                          config.num_warps, config.num_stages, self.env.target(spec.device))
+                          config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
 
     def _submit(self, spec: ArgSpec, use_cache: bool = True) -> _Pending:
         configs, key, cached = self.configs, None, None
@@ -255,7 +264,9 @@ class GpuKernel(GeneratedKernel):
     def _generic(self, *args):
         """Triton's own launch path (unusual arguments, or launch hooks installed)."""
         config = self.config
-        self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages)
+        extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
+        self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages,
+                             **extra)
 
 
 def _identifier(name: str) -> str:
@@ -273,15 +284,17 @@ def _torch_dtype(kind: str):
 
 
 def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int, ynumel: int = 1,
-                rnumel: int = 1, device: str = "cuda", mode: str = "default", arg_dtypes=None,
-                hint: str | None = None):
-    """Load a generated kernel. mode: "default" or "max-autotune" (how many configs to try);
-    arg_dtypes: the pointer arguments' dtypes, which let compilation start at import;
-    hint: for reductions, "inner" or "outer" (which way the inputs are contiguous), or ""."""
+                rnumel: int = 1, hint: str | None = None, device: str = "cuda", checks: bool = False,
+                mode: str = "default", arg_dtypes=None):
+    """Load a generated kernel. hint: for reductions, "inner" or "outer" (which way the inputs
+    are contiguous), or ""; checks: the kernel calls runtime/index_checks.py (bounds checks of
+    indirect indices; on the GPU compiled in debug mode); mode: "default" or "max-autotune"
+    (how many configs to try); arg_dtypes: the pointer arguments' dtypes, which let compilation
+    start at import."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
     shape = KernelShape(kind, xnumel, ynumel, rnumel, hint)
     fn = getattr(module, name)
     if not on_gpu:
         return InterpretedKernel(fn, name, shape)
-    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes)
+    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks)

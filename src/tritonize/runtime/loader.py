@@ -3,7 +3,8 @@
 Source is written once to the modules directory (runtime/disk_cache.py: private, mode 0700)
 under its content hash and imported from there (Triton needs a real file to read kernel source).
 CPU modules are executed with TRITON_INTERPRET set only while they load, so only our own kernels
-are interpreted; their `libdevice` and `helpers` names are then bound to the interpreter twins.
+are interpreted; their `libdevice`, `helpers` and `checks` names are then bound to the interpreter
+twins (and the helpers' reduce and scan to runtime/interpreter_tiles.py).
 """
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ import threading
 
 from .disk_cache import module_dir, write_atomic
 
-# Imported here, outside any interpreter scope: CPU kernel modules import it too, and the first
+# Imported here, outside any interpreter scope: CPU kernel modules import them too, and the first
 # import must give compiled (not interpreted) functions to the GPU kernels of the same process.
-from . import triton_helpers  # noqa: E402,F401
+from . import index_checks, triton_helpers  # noqa: E402,F401
 
 _LOCK = threading.Lock()
 _MODULES: dict = {}
@@ -77,8 +78,13 @@ def interpreter_helpers():
     key = ("helpers", True)
     with _LOCK:
         if key not in _MODULES:
+            from . import interpreter_tiles
+
             path = pathlib.Path(__file__).with_name("triton_helpers.py")
-            _MODULES[key] = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module = _exec_module(path, "tritonize_interpreter_helpers", True)
+            module.reduce_along = interpreter_tiles.reduce_along
+            module.scan_along = interpreter_tiles.scan_along
+            _MODULES[key] = module
         return _MODULES[key]
 
 
@@ -96,10 +102,11 @@ def load_source_module(source: str, prefix: str, interpret: bool, shared: bool =
     name = f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}"
     module = _exec_module(path, name if shared else f"{name}_{next(_PRIVATE_IDS)}", interpret)
     if interpret:
-        from . import interpreter_libdevice
+        from . import interpreter_checks, interpreter_libdevice
 
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
+        module.checks = interpreter_checks
     if not shared:
         return module
     with _LOCK:

@@ -83,6 +83,13 @@ class CompileJob:
     num_warps: int
     num_stages: int
     target: tuple  # (backend, arch, warp_size)
+    debug: bool = False  # device asserts compiled in (kernels that check indirect indices)
+
+    def options(self) -> dict:
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.debug:
+            options.update(debug=True, sanitize_overflow=False)
+        return options
 
 
 def current_target() -> tuple:
@@ -123,8 +130,7 @@ def compile_config(jit_fn, job: CompileJob):
 
     target = GPUTarget(*job.target)
     source = build_source(jit_fn, job, target)
-    return triton.compile(source, target=target, options={"num_warps": job.num_warps,
-                                                           "num_stages": job.num_stages})
+    return triton.compile(source, target=target, options=job.options())
 
 
 # ----------------------------------------------------------------------------- worker processes

@@ -2,8 +2,9 @@
 
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
-fmax/fmin that ignore NaN, and sign. The CPU path loads this same file a second time under
-Triton's interpreter (runtime/loader.py).
+fmax/fmin that ignore NaN, and sign; combine functions of reductions and scans (cumsum,
+cummax with its index, logcumsumexp...); and Philox random numbers. The CPU path loads this same
+file a second time under Triton's interpreter (runtime/loader.py).
 """
 import triton
 import triton.language as tl
@@ -80,6 +81,12 @@ def floordiv_float(a, b):
     return tl.where(b == 0, quotient, result)
 
 
+# Triton's reduce and scan builtins. CPU modules get tile-at-a-time twins that call the same
+# combine functions (runtime/interpreter_tiles.py, bound by runtime/loader.py).
+reduce_along = tl.reduce
+scan_along = tl.associative_scan
+
+
 # --- reductions: combine functions for tl.reduce, and the per-lane updates of looped kernels ---
 
 @triton.jit
@@ -91,7 +98,7 @@ def _add(a, b):
 def sum2(x, axis):
     """tl.sum without dtype promotion (tl.sum is a library @jit function the interpreter cannot
     call from our scoped-interpreter kernels; tl.reduce is a builtin)."""
-    return tl.reduce(x, axis, _add, keep_dims=True)
+    return reduce_along(x, axis, _add, keep_dims=True)
 
 
 @triton.jit
@@ -101,18 +108,18 @@ def _product(a, b):
 
 @triton.jit
 def prod(x, axis):
-    return tl.reduce(x, axis, _product, keep_dims=True)
+    return reduce_along(x, axis, _product, keep_dims=True)
 
 
 @triton.jit
 def max2(x, axis):
     """Row maximum that propagates NaN (tl.max does not)."""
-    return tl.reduce(x, axis, maximum, keep_dims=True)
+    return reduce_along(x, axis, maximum, keep_dims=True)
 
 
 @triton.jit
 def min2(x, axis):
-    return tl.reduce(x, axis, minimum, keep_dims=True)
+    return reduce_along(x, axis, minimum, keep_dims=True)
 
 
 @triton.jit
@@ -136,12 +143,12 @@ def _argmin_combine(value_a, index_a, value_b, index_b):
 @triton.jit
 def argmax(value, index, axis):
     """(max, index of its first occurrence) along axis; NaN counts as the largest, like torch."""
-    return tl.reduce((value, index), axis, _argmax_combine, keep_dims=True)
+    return reduce_along((value, index), axis, _argmax_combine, keep_dims=True)
 
 
 @triton.jit
 def argmin(value, index, axis):
-    return tl.reduce((value, index), axis, _argmin_combine, keep_dims=True)
+    return reduce_along((value, index), axis, _argmin_combine, keep_dims=True)
 
 
 @triton.jit
@@ -180,4 +187,141 @@ def _welford_combine(mean_a, m2_a, count_a, mean_b, m2_b, count_b):
 @triton.jit
 def welford(mean, m2, count, axis):
     """Merge per-lane Welford states along axis (Chan et al.'s parallel update)."""
-    return tl.reduce((mean, m2, count), axis, _welford_combine, keep_dims=True)
+    return reduce_along((mean, m2, count), axis, _welford_combine, keep_dims=True)
+
+
+# --- scans: combine functions for tl.associative_scan, and the carry between chunks of a row ---
+
+@triton.jit
+def cumsum(x, axis):
+    return scan_along(x, axis, _add)
+
+
+@triton.jit
+def cumprod(x, axis):
+    return scan_along(x, axis, _product)
+
+
+@triton.jit
+def cummax(x, axis):
+    """Running maximum; NaN propagates (torch.cummax's values)."""
+    return scan_along(x, axis, maximum)
+
+
+@triton.jit
+def cummin(x, axis):
+    return scan_along(x, axis, minimum)
+
+
+@triton.jit
+def logaddexp(a, b):
+    """log(exp(a) + exp(b)) without overflow; -inf is the identity, NaN propagates."""
+    top = maximum(a, b)
+    bottom = minimum(a, b)
+    t = tl.exp(bottom - top)
+    # log1p(t) without libdevice: log(u) * t / (u - 1) with u = 1 + t is exact to rounding.
+    u = 1.0 + t
+    log1p_t = tl.where(u == 1.0, t, tl.log(u) * (t / tl.where(u == 1.0, 1.0, u - 1.0)))
+    finite = (top == top) & (top != float("inf")) & (bottom != float("-inf"))
+    return tl.where(finite, top + log1p_t, top)
+
+
+@triton.jit
+def logcumsumexp(x, axis):
+    return scan_along(x, axis, logaddexp)
+
+
+@triton.jit
+def cummax_combine(value_a, index_a, value_b, index_b):
+    """b comes after a: b wins ties and when it is NaN, so the index is the last maximum and
+    NaN counts as the largest value (torch.cummax). Associative: it keeps the larger of the keys
+    (is NaN, value, index)."""
+    take_b = (value_b != value_b) | ((value_a == value_a) & (value_b >= value_a))
+    return tl.where(take_b, value_b, value_a), tl.where(take_b, index_b, index_a)
+
+
+@triton.jit
+def cummin_combine(value_a, index_a, value_b, index_b):
+    take_b = (value_b != value_b) | ((value_a == value_a) & (value_b <= value_a))
+    return tl.where(take_b, value_b, value_a), tl.where(take_b, index_b, index_a)
+
+
+@triton.jit
+def cummax_index(value, index, axis):
+    """(running maximum, index of its last occurrence) along axis."""
+    return scan_along((value, index), axis, cummax_combine)
+
+
+@triton.jit
+def cummin_index(value, index, axis):
+    return scan_along((value, index), axis, cummin_combine)
+
+
+# --- random numbers: Philox4x32-10 (Salmon et al., SC'11) from a seed, an element offset and a
+# stream id, so every element of every random op in a graph draws from its own counter ---
+
+@triton.jit
+def _mul_hi_lo(a, multiplier):
+    product = a.to(tl.uint64) * multiplier
+    return (product >> 32).to(tl.uint32), product.to(tl.uint32)
+
+
+@triton.jit
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    """Ten rounds of Philox4x32 on the 128-bit counter (c0..c3) with the 64-bit key (k0, k1)."""
+    for _ in tl.static_range(10):
+        hi0, lo0 = _mul_hi_lo(c0, 0xD2511F53)
+        hi1, lo1 = _mul_hi_lo(c2, 0xCD9E8D57)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 = k0 + 0x9E3779B9  # the Weyl sequence of the key schedule (wraps mod 2**32)
+        k1 = k1 + 0xBB67AE85
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def random_bits(seed, offset, stream):
+    """Four uint32 words for each element offset: key = the 64-bit seed, counter = (offset low
+    word, offset high word, stream, 0)."""
+    wide = offset.to(tl.int64)
+    zero = (wide * 0).to(tl.uint32)
+    c0 = wide.to(tl.uint32)
+    c1 = (wide >> 32).to(tl.uint32)
+    c2 = zero + stream
+    seed = seed.to(tl.int64)
+    k0 = seed.to(tl.uint32)
+    k1 = (seed >> 32).to(tl.uint32)
+    return philox4x32(c0, c1, c2, zero, k0, k1)
+
+
+@triton.jit
+def _uniform_from_bits(bits):
+    """The top 24 bits as a float32 in [0, 1), every value a multiple of 2**-24."""
+    return (bits >> 8).to(tl.float32) * 5.9604644775390625e-08
+
+
+@triton.jit
+def rand(seed, offset, stream):
+    """Uniform float32 in [0, 1)."""
+    r0, r1, r2, r3 = random_bits(seed, offset, stream)
+    return _uniform_from_bits(r0)
+
+
+@triton.jit
+def randn(seed, offset, stream):
+    """Standard normal float32 (Box-Muller on two uniforms; 1 - u is never 0)."""
+    r0, r1, r2, r3 = random_bits(seed, offset, stream)
+    radius = tl.sqrt(-2.0 * tl.log(1.0 - _uniform_from_bits(r0)))
+    angle = 6.283185307179586 * _uniform_from_bits(r1)
+    return radius * tl.cos(angle)
+
+
+@triton.jit
+def online_softmax_update(total, running_max, value, tile_max):
+    """One tile of a looped sum(exp(x - max(x))) that reads x once (Milakov and Gimelshein's
+    online softmax): rows keep a running max and the sum of exp(x - running max), rescaled when
+    the tile raises the max. total and running_max are [rows, 1]; value is the tile."""
+    new_max = maximum(running_max, tile_max)
+    empty = new_max == float("-inf")
+    scale = tl.where(empty, 0.0, tl.exp(running_max - new_max))
+    added = sum2(tl.where(empty, 0.0, tl.exp(value - new_max)), 1)
+    return total * scale + added, new_max

@@ -7,6 +7,8 @@
 * Reductions over the same rows fuse with each other and with pointwise buffers shaped like their
   input or their output (schedule/rows.py), under the same rule: a buffer reads the group's
   buffers only at the element (or the row) it computes. Such a group is a reduction kernel.
+* Scans take pointwise buffers shaped like the scanned tensor, before and after them, into one
+  scan kernel (schedule/scans.py).
 * A buffer written and read only inside one group, and not a graph output, is never stored: it
   lives in registers (`KernelGroup.internal`).
 
@@ -17,9 +19,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import expr as ex
-from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer
+from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
+from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges
 from .rows import RowSpace, row_space_of
+from .scans import is_scan_group, scan_joins, scan_row_space
 
 
 @dataclasses.dataclass
@@ -31,6 +35,10 @@ class KernelGroup:
     @property
     def is_reduction(self) -> bool:
         return self.rows is not None
+
+    @property
+    def is_scan(self) -> bool:
+        return is_scan_group(self)
 
     @property
     def size(self):
@@ -58,9 +66,12 @@ class Schedule:
         for i, step in enumerate(self.steps):
             if isinstance(step, KernelGroup):
                 names = ", ".join(b.name + (" (internal)" if b.name in step.internal else "") for b in step.buffers)
-                space = (f"rows {list(step.rows.x_sizes)} x reduced {list(step.rows.r_sizes)}"
+                verb = "scanned" if step.is_scan else "reduced"
+                space = (f"rows {list(step.rows.x_sizes)} x {verb} {list(step.rows.r_sizes)}"
                          if step.is_reduction else f"over {list(step.size)}")
                 lines.append(f"step {i}: kernel {space}: {names}  # {', '.join(step.origins())}")
+            elif isinstance(step, ScatterOp):
+                lines.append(f"step {i}: scatter ({step.mode}) into {step.target} over {list(step.size)}")
             else:
                 outs = ", ".join(o.buffer.name for o in step.outputs)
                 lines.append(f"step {i}: {step.kind} {step.target} -> {outs}")
@@ -95,6 +106,8 @@ def _extern_reads(call: ExternCall) -> set[str]:
 def reads_of(op) -> set[str]:
     if isinstance(op, ComputedBuffer):
         return {e.args[0] for e in ex.loads(op.body)}
+    if isinstance(op, ScatterOp):
+        return op.reads()
     return _extern_reads(op)
 
 
@@ -103,6 +116,8 @@ def eliminate_dead_buffers(graph: GraphIR) -> list:
     kept = []
     for op in reversed(graph.operations):
         if isinstance(op, ComputedBuffer) and op.name not in needed:
+            continue
+        if isinstance(op, ScatterOp) and op.target not in needed:  # writes a dead buffer
             continue
         needed |= reads_of(op)
         kept.append(op)
@@ -138,9 +153,15 @@ def _same_row_element_reads(group: KernelGroup, rows: RowSpace, buffer: Computed
     return True
 
 
+def _reads_in_place(buffers: list, rows: RowSpace) -> bool:
+    return all(_same_row_element_reads(KernelGroup(buffers[:k]), rows, b) for k, b in enumerate(buffers))
+
+
 def _joins(group: KernelGroup | None, op: ComputedBuffer) -> bool:
     if group is None:
         return False
+    if isinstance(op, ScanBuffer) or group.is_scan:
+        return scan_joins(group, op, _reads_in_place)
     if group.is_reduction:
         return _same_row_element_reads(group, group.rows, op)
     if isinstance(op, ReductionBuffer):
@@ -163,12 +184,20 @@ def fuse(operations: list) -> list:
             if _joins(group, op):
                 group.buffers.append(op)
                 continue
-            group = KernelGroup([op], rows=row_space_of(op) if isinstance(op, ReductionBuffer) else None)
+            group = KernelGroup([op], rows=_row_space(op))
             steps.append(group)
         else:
             group = None
             steps.append(op)
     return steps
+
+
+def _row_space(op: ComputedBuffer) -> RowSpace | None:
+    if isinstance(op, ReductionBuffer):
+        return row_space_of(op)
+    if isinstance(op, ScanBuffer):
+        return scan_row_space(op)
+    return None
 
 
 def mark_internal_buffers(steps: list, graph: GraphIR) -> None:

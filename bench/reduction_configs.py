@@ -1,0 +1,108 @@
+"""Launch-config sweep for generated reduction kernels (GPU): which XBLOCK / RBLOCK / num_warps
+reaches the most bandwidth on the kernel suite's reduction cases. Feeds runtime/heuristics.py.
+
+    PYTHONPATH=src python3 bench/reduction_configs.py [--cases softmax,sum_last,...]
+
+For each case the default compile is timed first; then the case's big reduction kernel (the one
+over >= 1M elements) is forced to each candidate config (the rest keep the heuristic) and the
+whole compiled function is timed again. Prints the best few configs per case.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import torch
+import triton
+import triton.testing
+
+import tritonize  # noqa: F401  (registers the backend)
+from tritonize.runtime import heuristics, launcher, loader
+
+from kernels import CASES  # bench/kernels.py
+
+REDUCTION_KINDS = ("persistent_reduction", "reduction")
+DEFAULT_CASES = "softmax,attn_softmax,sum_last,sum_first,var_mean,layer_norm,cross_entropy"
+
+
+def candidates(kind: str, hint: str, rnumel: int):
+    if kind == "persistent_reduction":
+        rblock = triton.next_power_of_2(rnumel)
+        for xblock, warps in itertools.product([1, 2, 4, 8, 16, 32], [2, 4, 8, 16]):
+            if 256 <= xblock * rblock <= 16384:
+                yield {"XBLOCK": xblock}, warps
+        return
+    shapes = ([(16, 64), (32, 32), (32, 64), (64, 64), (128, 32), (64, 128)] if hint == "outer"
+              else [(1, 512), (1, 1024), (1, 2048), (1, 4096), (2, 1024), (2, 2048), (4, 512), (8, 256)])
+    for (xblock, rblock), warps in itertools.product(shapes, [4, 8, 16]):
+        yield {"XBLOCK": xblock, "RBLOCK": rblock}, warps
+
+
+def forced_picker(original, seen: list, forced):
+    def pick(kind, xnumel, ynumel, rnumel, on_gpu, hint=""):
+        if kind in REDUCTION_KINDS and xnumel * rnumel >= 1 << 20:
+            seen.append((kind, hint, xnumel, rnumel))
+            if forced is not None:
+                blocks, warps = forced
+                return heuristics.LaunchConfig(dict(blocks), warps,
+                                               (triton.cdiv(xnumel, blocks["XBLOCK"]),))
+        return original(kind, xnumel, ynumel, rnumel, on_gpu, hint)
+    return pick
+
+
+def time_case(fn, args, forced, seen):
+    original = launcher.pick_config
+    launcher.pick_config = forced_picker(original, seen, forced)
+    try:
+        loader._MODULES.clear()  # the wrapper re-imports and picks configs again
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="tritonize")
+        compiled(*args)
+        return triton.testing.do_bench(lambda: compiled(*args), return_mode="median")
+    except Exception as err:  # a config that does not compile (too many registers...) is a row
+        print(f"    {forced}: {type(err).__name__}: {str(err).splitlines()[0][:100]}")
+        return None
+    finally:
+        launcher.pick_config = original
+
+
+def sweep(case, copy_gbs):
+    args = case.make_inputs("cuda", torch.bfloat16, False)
+    nbytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    out = case.fn(*args)
+    nbytes += sum(o.numel() * o.element_size() for o in (out if isinstance(out, tuple) else (out,)))
+    seen: list = []
+    base = time_case(case.fn, args, None, seen)
+    if not seen:
+        print(f"{case.name}: no large reduction kernel")
+        return
+    kind, hint, xnumel, rnumel = seen[0]
+    default = heuristics.pick_config(kind, xnumel, 1, rnumel, True, hint)
+    print(f"{case.name}: {kind} ({hint}) x={xnumel} r={rnumel}; default {default.blocks} "
+          f"w{default.num_warps}: {base * 1e3:.1f} us {100 * nbytes / base / 1e6 / copy_gbs:.1f}%")
+    rows = []
+    for forced in candidates(kind, hint, rnumel):
+        ms = time_case(case.fn, args, forced, [])
+        if ms is not None:
+            rows.append((ms, forced))
+    rows.sort(key=lambda r: r[0])
+    for ms, (blocks, warps) in rows[:5]:
+        print(f"    {str(blocks):32s} w{warps:<3d} {ms * 1e3:8.1f} us {100 * nbytes / ms / 1e6 / copy_gbs:5.1f}%")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", default=DEFAULT_CASES)
+    names = parser.parse_args().cases.split(",")
+    src = torch.empty(2**29, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_gbs = 2 * src.numel() / triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6
+    del src, dst
+    print(f"copy bandwidth {copy_gbs:.0f} GB/s")
+    for case in CASES:
+        if case.name in names:
+            sweep(case, copy_gbs)
+
+
+if __name__ == "__main__":
+    main()

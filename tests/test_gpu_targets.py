@@ -1,0 +1,80 @@
+"""Generated scan and random-number kernels compile for an H100 (sm_90) on any machine.
+
+The CPU suite runs kernels through Triton's interpreter, which forgives what the GPU compiler
+does not (a loop-carried value changing dtype, an int literal widening a carry). Triton compiles
+for a fixed target without a GPU, so each kernel a graph launches is compiled here for sm_90 with
+the argument dtypes it was actually launched with, down to a cubin.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import tritonize
+from tritonize.runtime import launcher, loader
+
+POINTER_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16",
+                 torch.float64: "*fp64", torch.int64: "*i64", torch.int32: "*i32", torch.bool: "*i1",
+                 torch.int8: "*i8", torch.uint8: "*u8", torch.int16: "*i16"}
+
+GRAPHS = {
+    "scans": (lambda x: (x.cumsum(-1), torch.cummax(x, 0), torch.logcumsumexp(x * 2, 1)),
+              lambda: torch.randn(8, 100)),
+    "looped_scans": (lambda x: (torch.cummin(x, -1), x.cumsum(-1) + 1, torch.logcumsumexp(x, -1)),
+                     lambda: torch.randn(2, 5000)),
+    "integer_scans": (lambda x: (x.cumsum(-1), torch.cummax(x, -1), (x > 0).cumsum(0)),
+                      lambda: torch.randint(-5, 5, (3, 3000), dtype=torch.int32)),
+    "bf16_scans": (lambda x: (x.cumsum(-1), torch.cummax(x, -1)), lambda: torch.randn(4, 100).bfloat16()),
+    "random": (lambda x: (torch.rand_like(x), torch.randn_like(x).bfloat16(), F.dropout(x, 0.3),
+                          torch.bernoulli(x.sigmoid())), lambda: torch.randn(64, 30)),
+}
+
+
+def _launches(monkeypatch, fn, x) -> tuple[list, dict]:
+    """Run fn compiled on the CPU; return its kernels and, per kernel, the argument dtypes of its
+    launch and the block sizes the heuristics would pick on a GPU."""
+    gpu_configs, launched = {}, {}
+    pick_config, call = launcher.pick_config, launcher.GeneratedKernel.__call__
+
+    def pick_both(kind, xnumel, ynumel, rnumel, on_gpu, hint=""):
+        config = pick_config(kind, xnumel, ynumel, rnumel, on_gpu, hint)
+        gpu_configs[id(config)] = pick_config(kind, xnumel, ynumel, rnumel, True, hint)
+        return config
+
+    def record(self, *args):
+        launched[self.name] = ([a.dtype for a in args], dict(gpu_configs[id(self.config)].blocks))
+        return call(self, *args)
+
+    monkeypatch.setattr(launcher, "pick_config", pick_both)
+    monkeypatch.setattr(launcher.GeneratedKernel, "__call__", record)
+    report = tritonize.explain(fn, x)
+    assert not report.fallbacks, report.fallbacks
+    return report.kernels, launched
+
+
+def _jit_module(source: str, tmp_path, name: str):
+    """Kernel source imported in compiled (not interpreted) mode, with a compiled helpers module."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    module = loader._exec_module(path, f"gpu_target_{name}", interpret=False)
+    helpers_path = loader.pathlib.Path(loader.__file__).with_name("triton_helpers.py")
+    module.helpers = loader._exec_module(helpers_path, "gpu_target_helpers", interpret=False)
+    return module
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_kernels_compile_for_sm90(monkeypatch, tmp_path, graph):
+    fn, make_input = GRAPHS[graph]
+    kernels, launched = _launches(monkeypatch, fn, make_input())
+    assert kernels
+    for kernel in kernels:
+        dtypes, blocks = launched[kernel.name]
+        jit_fn = getattr(_jit_module(kernel.source, tmp_path, kernel.name), kernel.name)
+        pointers = [a for a in jit_fn.arg_names if a not in blocks]
+        signature = {a: POINTER_TYPES[d] for a, d in zip(pointers, dtypes)}
+        signature.update({b: "constexpr" for b in blocks})
+        compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=blocks),
+                                  target=GPUTarget("cuda", 90, 32))
+        assert compiled.asm.get("cubin"), kernel.name
