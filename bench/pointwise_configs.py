@@ -1,7 +1,7 @@
 """Launch-config sweep for generated pointwise kernels (GPU): which XBLOCK / tile / num_warps
 reaches the most bandwidth on the kernel-suite cases. Feeds runtime/heuristics.py.
 
-    PYTHONPATH=src python3 bench/pointwise_configs.py
+    PYTHONPATH=src python3 bench/pointwise_configs.py [case,case...]
 """
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def sweep(name, fn, args, copy_gbs):
     if two_d:
         xnumel = int(kernel.source.split("xnumel = ")[1].split("\n")[0])
         ynumel = numel // xnumel
-        for yb, xb, w in itertools.product([32, 64, 128], [32, 64, 128], [4, 8]):
+        for yb, xb, w in itertools.product([16, 32, 64, 128, 256], [32, 64, 128, 256], [2, 4, 8, 16]):
+            if not 1024 <= yb * xb <= 32768 or yb * xb < 32 * w * 4:
+                continue
             grid = (triton.cdiv(xnumel, xb) * triton.cdiv(ynumel, yb),)
             ms = triton.testing.do_bench(lambda: jit_fn[grid](*args, out, YBLOCK=yb, XBLOCK=xb, num_warps=w),
                                          return_mode="median")
@@ -68,8 +70,11 @@ def sweep(name, fn, args, copy_gbs):
 def main():
     copy_gbs = copy_bandwidth()
     print(f"copy bandwidth {copy_gbs:.0f} GB/s")
+    import sys
+    only = sys.argv[1].split(",") if len(sys.argv) > 1 else None
     for name, fn, args in cases():
-        sweep(name, fn, args, copy_gbs)
+        if only is None or name in only:
+            sweep(name, fn, args, copy_gbs)
 
 
 if __name__ == "__main__":

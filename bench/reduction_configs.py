@@ -35,7 +35,7 @@ def candidates(kind: str, hint: str, rnumel: int):
             if 256 <= xblock * rblock <= 16384:
                 yield {"XBLOCK": xblock}, warps
         return
-    shapes = ([(16, 64), (32, 32), (32, 64), (64, 64), (128, 32), (64, 128)] if hint == "outer"
+    shapes = ([(32, 64), (64, 64), (64, 128), (128, 32), (128, 64), (64, 256)] if hint == "outer"
               else [(1, 512), (1, 1024), (1, 2048), (1, 4096), (2, 1024), (2, 2048), (4, 512), (8, 256)])
     for (xblock, rblock), warps in itertools.product(shapes, [4, 8, 16]):
         yield {"XBLOCK": xblock, "RBLOCK": rblock}, warps

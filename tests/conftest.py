@@ -1,5 +1,6 @@
 """Shared test setup: the device under test (CPU interpreter by default, CUDA with
-TRITONIZE_TEST_DEVICE=cuda), a private cache directory, and helpers that count kernels."""
+TRITONIZE_TEST_DEVICE=cuda), a private cache directory, and the two ways torch.compile captures
+user Triton kernels."""
 from __future__ import annotations
 
 import os
@@ -25,3 +26,45 @@ def device() -> str:
 def _fresh_dynamo():
     torch._dynamo.reset()
     yield
+
+
+def make_dynamo_see_triton(monkeypatch) -> None:
+    """On the CPU, make Dynamo capture `kernel[grid](...)` itself, as torch's triton_kernel_wrapper
+    operator, the way it does on a GPU. Like torch 2.11's, its Triton kernel variable then cannot
+    answer isinstance() (later torch versions can), so code Dynamo traces is checked not to ask."""
+    import torch.utils._triton
+    from torch._dynamo.variables.functions import TritonKernelVariable
+
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)
+    python_type = TritonKernelVariable.python_type
+
+    def python_type_but_not_for_isinstance(self):
+        frame = sys._getframe(1)
+        for _ in range(4):
+            if frame is None:
+                break
+            if frame.f_code.co_name == "call_isinstance":
+                raise NotImplementedError("isinstance() of a Triton kernel, as in torch 2.11")
+            frame = frame.f_back
+        return python_type(self)
+
+    monkeypatch.setattr(TritonKernelVariable, "python_type", python_type_but_not_for_isinstance)
+
+
+@pytest.fixture
+def dynamo_sees_triton(monkeypatch):
+    """Dynamo captures plain kernel[grid] calls (on a GPU; made so on the CPU)."""
+    if DEVICE != "cuda":
+        make_dynamo_see_triton(monkeypatch)
+
+
+# How torch.compile captures wrap_triton calls: "dynamo" (Dynamo's own Triton support, always so
+# on a GPU) or "tritonize" (our opaque call, where Dynamo has no Triton: a CPU-only machine).
+CAPTURE_PATHS = ["dynamo"] if DEVICE == "cuda" else ["tritonize", "dynamo"]
+
+
+@pytest.fixture(params=CAPTURE_PATHS)
+def capture(request, monkeypatch) -> str:
+    if request.param == "dynamo" and DEVICE != "cuda":
+        make_dynamo_see_triton(monkeypatch)
+    return request.param

@@ -111,3 +111,20 @@ def test_report_prints_readably(device):
     text = str(report)
     assert "kernel triton_poi_fused_sin" in text and "fallback aten.histc.default x1" in text
     assert report.kernels[0].kind == "pointwise"
+
+
+def test_kernels_on_tensors_of_another_device_run_through_aten():
+    """A GPU kernel handed a CPU tensor would crash at launch: such a graph goes to aten, named."""
+    from tritonize.errors import Unsupported
+    from tritonize.ir.nodes import InputBuffer, Layout
+    from tritonize.pipeline import check_kernel_devices
+
+    def buffer(name, device):
+        return InputBuffer(name, Layout((4,), (1,), 0, torch.float32, torch.device(device)), 0)
+
+    buffers = {"arg0_1": buffer("arg0_1", "cuda"), "const_c": buffer("const_c", "cpu")}
+    check_kernel_devices([("triton_poi_0", ["arg0_1"])], buffers, "cuda")
+    with pytest.raises(Unsupported, match="triton_poi_1 would be launched on const_c, a cpu tensor"):
+        check_kernel_devices([("triton_poi_0", ["arg0_1"]), ("triton_poi_1", ["arg0_1", "const_c"])],
+                             buffers, "cuda")
+    check_kernel_devices([("triton_poi_1", ["const_c"])], buffers, "cpu")

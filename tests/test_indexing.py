@@ -165,7 +165,16 @@ def test_boolean_mask_assignment_is_one_kernel(device):
         y[y > 0] = 0.5
         return y
 
-    _kernels(check(fn, _rand(5, 7, device=device)), 1)
+    report = check(fn, _rand(5, 7, device=device))
+    _kernels(report, 1)
+    _assert_constant_inlined(report, "0.5")
+
+
+def _assert_constant_inlined(report, value: str):
+    """The graph's 0-d constant (a CPU tensor even in a GPU graph) is a number in the kernel, not
+    a tensor argument: a CPU pointer cannot be read by a GPU kernel."""
+    assert "CONSTANTS[" not in report.wrapper, report.wrapper
+    assert any(value in k.source for k in report.kernels), [k.source for k in report.kernels]
 
 
 # --- writes --------------------------------------------------------------------------------
@@ -195,7 +204,9 @@ def test_index_put_with_slices_and_broadcast_values(device):
         y[:, j] = 2.5
         return y
 
-    _kernels(check(assign, x, j), 2)
+    report = check(assign, x, j)
+    _kernels(report, 2)
+    _assert_constant_inlined(report, "2.5")
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [torch.float64, torch.int64, torch.int32])

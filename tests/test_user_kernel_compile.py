@@ -3,7 +3,8 @@ copy left for the `out = empty(); kernel(x, out)` and in-place patterns.
 
 Calls come in two ways: `tritonize.wrap_triton(kernel)[grid](...)` (our operator), and a plain
 `kernel[grid](...)`, which Dynamo captures as torch's triton_kernel_wrapper operator when it
-believes Triton can run (on the GPU; on the CPU the `dynamo_sees_triton` fixture makes it so).
+believes Triton can run (on the GPU; on the CPU the `dynamo_sees_triton` and `capture` fixtures of
+conftest.py make it so).
 """
 from __future__ import annotations
 
@@ -37,15 +38,6 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
-@pytest.fixture
-def dynamo_sees_triton(monkeypatch):
-    """Dynamo captures plain kernel[grid] calls only when it thinks Triton has a device."""
-    if DEVICE != "cuda":
-        import torch.utils._triton
-
-        monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)
-
-
 def run_both(fn, *args):
     """(eager result, compiled result, report); inputs are cloned for each run."""
     eager_args = [a.clone() for a in args]
@@ -69,7 +61,7 @@ def mixed(x, y, z):
     return out.cos() + z              # generated kernel reading the user kernels' result
 
 
-def test_mixed_with_generated_kernels_and_no_copies():
+def test_mixed_with_generated_kernels_and_no_copies(capture):
     report = run_both(mixed, randn(100), randn(100), randn(100))
     assert [k.name for k in report.user_kernels] == ["add_kernel", "add_one_inplace_kernel"]
     assert all(k.kind == "user" for k in report.user_kernels)
@@ -79,7 +71,7 @@ def test_mixed_with_generated_kernels_and_no_copies():
     assert "copy_(" not in report.wrapper
 
 
-def test_in_place_kernel_on_a_graph_input():
+def test_in_place_kernel_on_a_graph_input(capture):
     def fn(x, y):
         tritonize.wrap_triton(add_one_inplace_kernel)[(cdiv(x.numel(), 32),)](x, x.numel(), BLOCK=32)
         return x * y
@@ -89,7 +81,7 @@ def test_in_place_kernel_on_a_graph_input():
     assert "copy_(" not in report.wrapper
 
 
-def test_old_value_read_later_keeps_a_copy():
+def test_old_value_read_later_keeps_a_copy(capture):
     def fn(x, w):
         y = x @ w                     # a buffer (library call), not a value recomputed from x
         before = y * 3                # computed after the kernel wrote y: y must be copied
@@ -97,13 +89,14 @@ def test_old_value_read_later_keeps_a_copy():
         return y + before
 
     report = run_both(fn, randn(10, 10), randn(10, 10))
+    assert report.graphs == 1
     [(kernel, argument, reason)] = report.clones
     assert (kernel, argument) == ("add_one_inplace_kernel", "x_ptr")
     assert "read after the kernel" in reason
     assert "clone of add_one_inplace_kernel(x_ptr)" in str(report)
 
 
-def test_graph_input_read_later_keeps_a_copy():
+def test_graph_input_read_later_keeps_a_copy(capture):
     def fn(x):
         tritonize.wrap_triton(add_one_inplace_kernel)[(cdiv(x.numel(), 32),)](x, x.numel(), BLOCK=32)
         return x
@@ -114,7 +107,9 @@ def test_graph_input_read_later_keeps_a_copy():
         return x + old
 
     assert run_both(fn, randn(64)).clones == []
-    assert len(run_both(fn_reads_old, randn(64)).clones) == 1
+    report = run_both(fn_reads_old, randn(64))
+    assert report.graphs == 1  # the kernel is inside the graph, not run eagerly between two
+    assert len(report.clones) == 1
 
 
 def test_user_kernel_chain_reductions_and_scatter():

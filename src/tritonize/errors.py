@@ -1,6 +1,8 @@
 """Errors raised by the compiler, with the context a user needs to find the cause."""
 from __future__ import annotations
 
+import os
+
 
 class CompileError(RuntimeError):
     """A failure inside tritonize: names the stage, the FX node, its aten op and the user's source line."""
@@ -32,9 +34,21 @@ def _user_source_line(node) -> str | None:
     if not trace:
         return None
     lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()]
-    # The last 'File ...' line and the code line after it are the user's own frame.
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("File "):
-            code = lines[i + 1] if i + 1 < len(lines) else ""
-            return f"{lines[i]}: {code}"
+    # The last 'File ...' line outside tritonize (wrap_triton's frames are traced too) and the
+    # code line after it are the user's own frame.
+    frames = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    users = [i for i in frames if not _frame_path(lines[i]).startswith(_PACKAGE_DIR)] or frames
+    if users:
+        i = users[-1]
+        code = lines[i + 1] if i + 1 < len(lines) else ""
+        return f"{lines[i]}: {code}"
     return lines[-1]
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _frame_path(frame_line: str) -> str:
+    """The file of a traceback line `File "path", line N, in fn`."""
+    start = frame_line.find('"') + 1
+    return os.path.abspath(frame_line[start:frame_line.find('"', start)])

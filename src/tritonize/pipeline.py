@@ -60,6 +60,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
         device = graph_device(example_inputs, gm)
+        check_kernel_devices(calls.values(), graph.buffers, device)
         wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
                                              options.mode)
         dump.write("4_wrapper.py", wrapper)
@@ -93,6 +94,19 @@ def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     if len(devices) > 1:
         raise Unsupported(f"inputs on several devices: {sorted(devices)}")
     return "cpu" if devices == {"cpu"} or not devices else "cuda"
+
+
+def check_kernel_devices(calls, buffers: dict, device: str) -> None:
+    """Every tensor a generated kernel is launched on lives on the graph's device: a CPU tensor
+    in a GPU graph (a constant, an aten result) would crash the launch, so the graph runs
+    through aten instead, saying which tensor."""
+    for kernel, arg_names in calls:
+        for name in arg_names:
+            buffer = buffers.get(name)
+            where = torch.device(buffer.layout.device).type if buffer is not None else device
+            if where != device:
+                raise Unsupported(f"kernel {kernel} would be launched on {name}, a {where} tensor, "
+                                  f"in a {device} graph")
 
 
 def render_kernels(plan, graph, dump):

@@ -174,7 +174,11 @@ class _BodyWriter:
         if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
             offset = f"tl.where({mask}, {offset}, 0)"
         mask_text = f", {mask}, other=0" if mask else ""
-        return self.new_var(f"tl.load({pointer} + {offset}{mask_text})")
+        return self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
+
+    def cache_hint(self, index) -> str:
+        """Extra tl.load arguments for a load at index (reduction kernels hint L2 eviction)."""
+        return ""
 
     def store(self, buffer: ComputedBuffer, index, value: str) -> None:
         index_text = print_index(index)

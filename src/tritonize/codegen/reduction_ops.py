@@ -22,14 +22,16 @@ LANE_UPDATES = {"sum": "{0} + {1}", "prod": "{0} * {1}", "max": "helpers.maximum
                 "min": "helpers.minimum({0}, {1})"}
 
 
-def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel: int) -> str:
+def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel: int, total: str | None = None) -> str:
+    """total: the row sum of tile when the caller has it (var's mean reuses it)."""
     rtype = buffer.reduction_type
     if rtype in LANE_REDUCERS:
         return writer.new_var(LANE_REDUCERS[rtype].format(tile))
     if rtype in ("argmax", "argmin"):
         indices = writer.new_var("tl.broadcast_to(rindex, [XBLOCK, RBLOCK])")
         return _arg_result(writer, rtype, tile, indices)
-    mean = writer.new_var(_divide(f"helpers.sum2({tile}, 1)", rnumel, dtype))
+    total = total or writer.new_var(f"helpers.sum2({tile}, 1)")
+    mean = writer.new_var(_divide(total, rnumel, dtype))
     deviation = writer.new_var(f"{tile} - {mean}")
     if writer.apply_r_mask:
         deviation = writer.new_var(f"tl.where(rmask, {deviation}, {render_constant(0, dtype)})")

@@ -11,8 +11,11 @@ import operator
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from ..codegen.ops_table import TRITON_DTYPES
 from ..errors import CompileError, Unsupported
+from ..ir import expr as ex
 from ..ir.nodes import (
     GraphIR,
     GraphOutput,
@@ -74,6 +77,12 @@ def _fetch_attr(gm, target: str):
 def _lower_constant(ctx, node, tensor):
     if not isinstance(tensor, torch.Tensor):
         return tensor
+    if tensor.dim() == 0 and tensor.dtype in TRITON_DTYPES:
+        # A 0-d constant (`y[mask] = 0.5` holds 0.5 as one, on the CPU even in a GPU graph) is a
+        # number, as eager treats 0-d CPU tensors: its value goes into the kernels, never a pointer.
+        with unset_fake_temporarily():  # compile_graph runs under AOTAutograd's fake mode
+            value = tensor.item()
+        return TensorValue((), tensor.dtype, tensor.device, ex.constant(value, tensor.dtype))
     name = f"const_{node.name}"
     layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0, tensor.dtype, tensor.device)
     ctx.constants[name] = tensor
@@ -98,6 +107,8 @@ def _lower_call(ctx, node, env):
             value = lowering(ctx, node, *args, **kwargs)
         except Unsupported as err:
             reason = str(err)
+        except CompileError:
+            raise  # already names the stage and node
         except Exception as err:
             raise CompileError("lowering", f"{type(err).__name__}: {err}", node) from err
         else:
@@ -129,8 +140,6 @@ def _origins(args, node) -> tuple[str, ...]:
 
 def _unsupported_dtype(node):
     """A dtype our kernels do not handle (complex, float8...) among the node's tensors, or None."""
-    from ..codegen.ops_table import TRITON_DTYPES
-
     values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for value in values:
         for leaf in (value if isinstance(value, (list, tuple)) else [value]):

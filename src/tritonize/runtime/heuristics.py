@@ -179,10 +179,10 @@ def first_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchCo
 
 def _pointwise_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
     """Measured on an H100 (bench/pointwise_configs.py): 1-D kernels peak at XBLOCK=2048 with 4
-    warps (16 elements a thread); transposing tiles at 64x128 (YxX), 4 warps. Small kernels take
+    warps (16 elements a thread); transposing tiles at 128x128, 4 warps. Small kernels take
     smaller blocks so that every SM gets a program."""
     if shape.is_2d:
-        ylimit, xlimit = (64, 128) if on_gpu else (128, 128)
+        ylimit, xlimit = 128, 128
         yblock = min(ylimit, triton.next_power_of_2(shape.ynumel))
         xblock = min(xlimit, triton.next_power_of_2(shape.xnumel))
         # A thin side lets the other grow (up to 8192 elements a tile, 256 a side).

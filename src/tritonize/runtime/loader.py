@@ -4,7 +4,8 @@ Source is written once to the modules directory (runtime/disk_cache.py: private,
 under its content hash and imported from there (Triton needs a real file to read kernel source).
 CPU modules are executed with TRITON_INTERPRET set only while they load, so only our own kernels
 are interpreted; their `libdevice`, `helpers` and `checks` names are then bound to the interpreter
-twins (and the helpers' reduce and scan to runtime/interpreter_tiles.py).
+twins (and the helpers' reduce and scan to runtime/interpreter_tiles.py), and `range` to
+runtime/interpreter_range.py.
 """
 from __future__ import annotations
 
@@ -103,7 +104,9 @@ def load_source_module(source: str, prefix: str, interpret: bool, shared: bool =
     module = _exec_module(path, name if shared else f"{name}_{next(_PRIVATE_IDS)}", interpret)
     if interpret:
         from . import interpreter_checks, interpreter_libdevice
+        from .interpreter_range import interpreter_range
 
+        module.range = interpreter_range
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
         module.checks = interpreter_checks

@@ -26,6 +26,10 @@ from .ttir import is_tensor_descriptor
 
 def wrap_triton(kernel) -> "WrappedKernel":
     """Make `kernel[grid](...)` capturable by torch.compile (tritonize), make_fx and export."""
+    if torch.compiler.is_dynamo_compiling() and dynamo_captures_triton():
+        # Dynamo holds `kernel` as its own Triton kernel variable, which some torch versions
+        # cannot answer isinstance() for: ask nothing of it and let Dynamo capture the launch.
+        return WrappedKernel(kernel, None)
     if isinstance(kernel, WrappedKernel):
         return kernel
     if not torch.compiler.is_dynamo_compiling():
@@ -84,6 +88,20 @@ def _being_traced(values: dict) -> bool:
                for v in values.values())
 
 
+def triton_grid(grid):
+    """`grid` as Triton's own launch takes it: a tuple, or a callable returning one. wrap_triton
+    also takes a bare size (`kernel[4]`), as evaluate_grid does."""
+    if grid is None or isinstance(grid, (tuple, list)):
+        return grid  # a missing grid is reported by the launch
+    if callable(grid):
+        return lambda meta: _grid_tuple(grid(meta))
+    return (grid,)
+
+
+def _grid_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 class WrappedKernel:
     """A Triton kernel whose calls are captured by graphs; `[grid]` then `(*args, **kwargs)`."""
 
@@ -112,14 +130,14 @@ class WrappedKernel:
                 grid=grids_per_config(call, self.grid), tma_descriptor_metadata=tma, kwargs=graph_values)
         elif on_gpu(values):
             grids_per_config(call, self.grid)  # a bad call or grid fails here, naming the kernel
-            self.kernel[self.grid](*args, **kwargs)
+            self.kernel[triton_grid(self.grid)](*args, **kwargs)
         else:
             launch_user_kernel(self.kernel, grids_per_config(call, self.grid), values)
         return None
 
     def _capture_in_dynamo(self, args, kwargs) -> None:
         if dynamo_captures_triton():
-            self.kernel[self.grid](*args, **kwargs)
+            self.kernel[triton_grid(self.grid)](*args, **kwargs)
             return None
         call = bind_arguments(self.kernel, args, kwargs)
         grids = grids_per_config(call, self.grid)
