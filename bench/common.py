@@ -16,6 +16,7 @@ tritonize package is only imported, inside a try, when the "tritonize" back end 
 import math
 import statistics
 import time
+import types
 
 import torch
 
@@ -49,7 +50,19 @@ def build_backend(name, fn):
         raise ValueError(f"unknown back end {name!r}; known: {', '.join(BACKENDS)}")
     if name == "tritonize":
         import_tritonize()
-    return torch.compile(fn, backend=name)
+    return torch.compile(private_copy(fn), backend=name)
+
+
+def private_copy(fn):
+    """A plain function with its own code object: Dynamo keeps compiled graphs per code object,
+    so each back end's compiled copy of one function has its own cache and several can be timed
+    in turn without a reset between them. Modules and other callables are returned as they are."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
 
 
 def reset_compiler_state():

@@ -96,7 +96,13 @@ def sweep(case, copy_gbs):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default=DEFAULT_CASES)
-    names = parser.parse_args().cases.split(",")
+    parser.add_argument("--looped", action="store_true",
+                        help="generate looped kernels even where the row fits in registers")
+    options = parser.parse_args()
+    names = options.cases.split(",")
+    if options.looped:
+        from tritonize.codegen import reduction_kernel
+        reduction_kernel.MAX_PERSISTENT_RBLOCK = 1
     os.environ["TRITONIZE_CACHE"] = "0"  # every forced config compiled and timed afresh
     src = torch.empty(2**29, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)

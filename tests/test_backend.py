@@ -128,3 +128,14 @@ def test_kernels_on_tensors_of_another_device_run_through_aten():
         check_kernel_devices([("triton_poi_0", ["arg0_1"]), ("triton_poi_1", ["arg0_1", "const_c"])],
                              buffers, "cuda")
     check_kernel_devices([("triton_poi_1", ["const_c"])], buffers, "cpu")
+
+
+def test_interpreted_kernels_do_not_replace_the_gpu_helpers():
+    code = ("import torch, tritonize\n"
+            "f = torch.compile(lambda x: torch.maximum(x, x * 2).sum(), backend='tritonize')\n"
+            "f(torch.randn(8))\n"
+            "from tritonize.runtime import triton_helpers\n"
+            "from triton.runtime.jit import JITFunction\n"
+            "assert type(triton_helpers.maximum) is JITFunction, type(triton_helpers.maximum)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

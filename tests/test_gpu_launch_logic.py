@@ -112,37 +112,37 @@ def make_kernel(env, mode="default", dtypes=(torch.float32, torch.float32)):
 
 
 def test_compiles_at_import_tunes_on_first_call_then_launches_fast():
-    env = FakeEnv(costs={(64, 128): 0.5e-3})  # the "outer" config (XBLOCK=64, RBLOCK=128) is fastest
+    env = FakeEnv(costs={(64, 256): 0.5e-3})  # the "outer" config (XBLOCK=64, RBLOCK=256) is fastest
     kernel = make_kernel(env)
     assert len(env.submitted) == len(kernel.configs) == 2 and not env.launches
     assert all(job.spec.args == (("fp32", True), ("fp32", True)) for job in env.submitted)
     inout, inp = env.register(torch.zeros(16), torch.ones(16))
     kernel(inout, inp)
     assert torch.equal(inout, torch.ones(16))  # timing ran on a clone: one application only
-    assert len(env.timed) == 2 and kernel.config.blocks == {"XBLOCK": 64, "RBLOCK": 128}
+    assert len(env.timed) == 2 and kernel.config.blocks == {"XBLOCK": 64, "RBLOCK": 256}
     assert kernel.launch is not kernel._fallback
     env.launches.clear()
     kernel(inout, inp)
     (launch,) = env.launches
-    assert launch["args"] == (inout.data_ptr(), inp.data_ptr(), 64, 128)  # ints, then block sizes
+    assert launch["args"] == (inout.data_ptr(), inp.data_ptr(), 64, 256)  # ints, then block sizes
     assert launch["grid"] == (4096 // 64, 1, 1) and launch["stream"] == 7000
     assert torch.equal(inout, torch.full((16,), 2.0)) and len(env.submitted) == 2
 
 
 def test_autotune_cache_hit_compiles_one_config_and_times_nothing():
-    first = FakeEnv(costs={(64, 128): 0.5e-3})
+    first = FakeEnv(costs={(64, 256): 0.5e-3})
     kernel = make_kernel(first)
     kernel(*first.register(torch.zeros(4), torch.ones(4)))
     second = FakeEnv()  # a new process: same kernel, warm cache
     kernel = make_kernel(second)
-    assert [dict(j.blocks) for j in second.submitted] == [{"XBLOCK": 64, "RBLOCK": 128}]
+    assert [dict(j.blocks) for j in second.submitted] == [{"XBLOCK": 64, "RBLOCK": 256}]
     inout, inp = second.register(torch.zeros(4), torch.ones(4))
     kernel(inout, inp)
     assert second.timed == [] and torch.equal(inout, torch.ones(4))
 
 
 def test_damaged_autotune_entry_means_tuning_again():
-    env = FakeEnv(costs={(64, 128): 0.5e-3})
+    env = FakeEnv(costs={(64, 256): 0.5e-3})
     make_kernel(env)(*env.register(torch.zeros(4), torch.ones(4)))
     (entry,) = (disk_cache.entry_dir("autotune")).iterdir()
     entry.write_bytes(entry.read_bytes()[:-5])

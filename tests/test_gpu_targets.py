@@ -1,4 +1,4 @@
-"""Generated scan and random-number kernels compile for an H100 (sm_90) on any machine.
+"""Generated scan, random-number and dtype-rule kernels compile for an H100 (sm_90) on any machine.
 
 The CPU suite runs kernels through Triton's interpreter, which forgives what the GPU compiler
 does not (a loop-carried value changing dtype, an int literal widening a carry). Triton compiles
@@ -29,6 +29,25 @@ GRAPHS = {
     "bf16_scans": (lambda x: (x.cumsum(-1), torch.cummax(x, -1)), lambda: torch.randn(4, 100).bfloat16()),
     "random": (lambda x: (torch.rand_like(x), torch.randn_like(x).bfloat16(), F.dropout(x, 0.3),
                           torch.bernoulli(x.sigmoid())), lambda: torch.randn(64, 30)),
+    # dtype rules (tests/test_dtypes.py): shifts, integer pow and gcd are helper loops and masks
+    "int8_semantics": (lambda x: (x << (x % 9), x >> (x % 10), x ** (x % 5).abs(), torch.gcd(x, x + 3),
+                                  torch.lcm(x, x - 1), x // 3, x % 7, torch.signbit(x)),
+                       lambda: torch.randint(-100, 100, (40, 30), dtype=torch.int8)),
+    "int64_semantics": (lambda x: (x << (x % 70), x >> 63, 3 ** (x % 40), x ** x, torch.gcd(x, x.flip(0)),
+                                   x.to(torch.uint8) * -1, torch.isinf(x)),
+                        lambda: torch.randint(-2**40, 2**40, (40, 30))),
+    "fp64_math": (lambda x: (x.abs().sqrt(), x.exp(), x.sin(), x.abs().rsqrt(), x.sigmoid(),
+                             torch.special.bessel_j0(x), torch.special.ndtri(x.sigmoid()), torch.special.erfcx(x),
+                             torch.special.spherical_bessel_j0(x), torch.ldexp(x, x.long()), torch.digamma(x)),
+                  lambda: torch.randn(40, 30, dtype=torch.float64)),
+    "special_fp32": (lambda x: (torch.special.bessel_y0(x.abs()), torch.special.bessel_y1(x.abs()),
+                                torch.special.bessel_j1(x), torch.special.modified_bessel_i0(x),
+                                torch.special.i1(x), torch.angle(x), x.half().bfloat16(), x.bfloat16(),
+                                torch.digamma(x * 10)),
+                     lambda: torch.randn(40, 30)),
+    "movement": (lambda x: (torch.slice_scatter(x, x[1:7:2] * 2, 0, 1, 7, 2), torch.diagonal_scatter(x, x[0]),
+                            x.repeat(2, 3), x.unfold(1, 4, 3), *x.split([10, 20], dim=1)),
+                 lambda: torch.randn(30, 30)),
 }
 
 

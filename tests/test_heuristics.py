@@ -1,9 +1,13 @@
-"""Launch heuristics: first picks for a table of shapes, and every candidate within the bounds
-codegen relies on (masks are left out when a size is a multiple of the largest block)."""
+"""Launch heuristics (runtime/heuristics.py): the measured first picks for a table of shapes, the
+alternatives default mode times, every candidate within the bounds codegen relies on (masks are
+left out when a size is a multiple of the largest block), and the hints codegen gives them."""
 import itertools
 
 import pytest
+import torch
 import triton
+
+import tritonize
 
 from tritonize.runtime.heuristics import (
     MAX_BLOCK_1D, MAX_BLOCK_2D, MAX_GRID, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION, DeviceInfo, KernelShape,
@@ -12,27 +16,28 @@ from tritonize.runtime.heuristics import (
 
 H100 = DeviceInfo()
 
-# (kind, xnumel, ynumel, rnumel, hint) -> first pick on the GPU: (blocks, num_warps)
+# (kind, xnumel, ynumel, rnumel, hint) -> first pick on the GPU: (blocks, num_warps), the defaults
+# measured on an H100 (docs/benchmarks.md); the runtime times alternatives only after them
 GPU_PICKS = [
     (("pointwise", 16384 * 4096, 1, 1, None), ({"XBLOCK": 2048}, 4)),  # measured best on an H100
-    (("pointwise", 100_000, 1, 1, None), ({"XBLOCK": 512}, 2)),  # smaller blocks fill the SMs
-    (("pointwise", 1000, 1, 1, None), ({"XBLOCK": 512}, 2)),
+    (("pointwise", 100_000, 1, 1, None), ({"XBLOCK": 2048}, 4)),
+    (("pointwise", 1000, 1, 1, None), ({"XBLOCK": 1024}, 4)),
     (("pointwise", 1, 1, 1, None), ({"XBLOCK": 1}, 1)),
     (("pointwise", 4096, 4096, 1, None), ({"YBLOCK": 128, "XBLOCK": 128}, 4)),  # transpose tile
-    (("pointwise", 3, 100_000, 1, None), ({"YBLOCK": 256, "XBLOCK": 4}, 1)),  # thin x: y grows
-    (("pointwise", 100_000, 3, 1, None), ({"YBLOCK": 4, "XBLOCK": 256}, 1)),
+    (("pointwise", 3, 100_000, 1, None), ({"YBLOCK": 128, "XBLOCK": 4}, 4)),  # thin x
+    (("pointwise", 100_000, 3, 1, None), ({"YBLOCK": 4, "XBLOCK": 128}, 4)),
     (("persistent_reduction", 16384, 1, 4096, None), ({"XBLOCK": 1}, 8)),  # softmax rows
     (("persistent_reduction", 100_000, 1, 16, None), ({"XBLOCK": 128}, 4)),  # tiny rows
-    (("persistent_reduction", 1000, 1, 8192, None), ({"XBLOCK": 1}, 16)),
-    (("persistent_reduction", 64, 1, 64, None), ({"XBLOCK": 1}, 2)),  # few rows: one a program
+    (("persistent_reduction", 1000, 1, 8192, None), ({"XBLOCK": 1}, 8)),
+    (("persistent_reduction", 64, 1, 64, None), ({"XBLOCK": 32}, 4)),
     (("persistent_reduction", 4096, 1, 64, "outer"), ({"XBLOCK": 32}, 4)),  # >= 32 rows: coalesced
     (("persistent_reduction", 16, 1, 64, "outer"), ({"XBLOCK": 16}, 4)),
     (("scan", 1024, 1, 1000, None), ({"XBLOCK": 2}, 4)),
     (("looped_scan", 1024, 1, 100_000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 4)),
     (("looped_scan", 1024, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 32}, 4)),
     (("reduction", 8192, 1, 32000, None), ({"XBLOCK": 1, "RBLOCK": 4096}, 4)),  # inner, long rows
-    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 64, "RBLOCK": 128}, 8)),  # many short rows
-    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 128}, 8)),
+    (("reduction", 100_000, 1, 100, None), ({"XBLOCK": 1, "RBLOCK": 128}, 4)),  # no hint: as inner
+    (("reduction", 4096, 1, 100_000, "outer"), ({"XBLOCK": 64, "RBLOCK": 256}, 8)),
     (("reduction", 4096, 1, 100_000, "inner"), ({"XBLOCK": 1, "RBLOCK": 4096}, 4)),
     (("reduction", 10, 1, 1000, None), ({"XBLOCK": 1, "RBLOCK": 1024}, 4)),  # clamped to the row
 ]
@@ -62,11 +67,32 @@ def test_first_pick_on_the_cpu(shape, blocks):
 
 
 def test_grids():
-    assert pick_config("pointwise", 10_000, 1, 1, True).grid == (triton.cdiv(10_000, 512),)
+    assert pick_config("pointwise", 10_000, 1, 1, True).grid == (triton.cdiv(10_000, 2048),)
     config = pick_config("pointwise", 1000, 300, 1, True)
     assert config.grid == (triton.cdiv(1000, config.blocks["XBLOCK"]) * triton.cdiv(300, config.blocks["YBLOCK"]),)
     assert pick_config("reduction", 333, 1, 5000, True).grid == (333,)
 
+
+# Default mode on the GPU: the first pick, then the alternatives timed against it
+DEFAULT_MODE = [
+    (("reduction", 4096, 1, 100_000, "outer"), [({"XBLOCK": 64, "RBLOCK": 256}, 8), ({"XBLOCK": 64, "RBLOCK": 128}, 8)]),
+    (("reduction", 8192, 1, 32000, "inner"), [({"XBLOCK": 1, "RBLOCK": 4096}, 4), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)]),
+    (("reduction", 100_000, 1, 100, "inner"), [({"XBLOCK": 1, "RBLOCK": 128}, 4), ({"XBLOCK": 4, "RBLOCK": 128}, 4)]),
+    (("reduction", 96, 1, 1000, None), [({"XBLOCK": 1, "RBLOCK": 1024}, 4), ({"XBLOCK": 64, "RBLOCK": 256}, 8)]),
+    (("persistent_reduction", 1000, 1, 8192, None), [({"XBLOCK": 1}, 8), ({"XBLOCK": 1}, 16)]),
+    (("persistent_reduction", 4096, 1, 16, "outer"), [({"XBLOCK": 128}, 4), ({"XBLOCK": 128}, 8), ({"XBLOCK": 32}, 4)]),
+    (("scan", 1024, 1, 1000, None), [({"XBLOCK": 2}, 4), ({"XBLOCK": 2}, 8), ({"XBLOCK": 1}, 4)]),
+    (("looped_scan", 1024, 1, 100_000, None), [({"XBLOCK": 1, "RBLOCK": 1024}, 4)]),
+    (("pointwise", 4096, 4096, 1, None), [({"YBLOCK": 128, "XBLOCK": 128}, 4)]),
+]
+
+
+@pytest.mark.parametrize("shape, expected", DEFAULT_MODE, ids=[str(s) for s, _ in DEFAULT_MODE])
+def test_default_mode_times_the_pick_and_its_alternatives(shape, expected):
+    configs = candidates(KernelShape(*shape), "default", on_gpu=True, device=H100)
+    assert [(c.blocks, c.num_warps) for c in configs] == expected
+    wide = candidates(KernelShape(*shape), "max-autotune", on_gpu=True, device=H100)
+    assert wide[:len(configs)] == configs  # max-autotune starts from the same list
 
 SHAPES = [KernelShape(kind, x, y, r, hint)
           for kind, x, y, r, hint in itertools.chain(
@@ -141,3 +167,29 @@ def test_halved_rblock_when_registers_limit_occupancy():
     assert halved_rblock(shape, small, 255, H100) is None
     persistent = KernelShape("persistent_reduction", 100_000, 1, 2048)
     assert halved_rblock(persistent, make_config(persistent, {"XBLOCK": 1}, 8), 255, H100) is None
+
+
+# The measured defaults as main's heuristics table states them (runtime/heuristics.py's first picks)
+@pytest.mark.parametrize("kind, x, r, hint, on_gpu, blocks, warps", [
+    ("persistent_reduction", 16384, 4096, "inner", True, {"XBLOCK": 1}, 8),       # softmax, var_mean
+    ("persistent_reduction", 16384, 1000, "inner", True, {"XBLOCK": 2}, 4),
+    ("persistent_reduction", 4096, 128, "inner", True, {"XBLOCK": 16}, 4),
+    ("persistent_reduction", 4096, 16, "outer", True, {"XBLOCK": 128}, 4),
+    ("reduction", 65536, 1024, "outer", True, {"XBLOCK": 64, "RBLOCK": 256}, 8),
+    ("reduction", 8192, 32000, "inner", True, {"XBLOCK": 1, "RBLOCK": 4096}, 4),
+    ("persistent_reduction", 16384, 4096, "inner", False, {"XBLOCK": 16}, 8),  # CPU: big blocks
+])
+def test_reduction_configs(kind, x, r, hint, on_gpu, blocks, warps):
+    config = pick_config(kind, x, 1, r, on_gpu, hint)
+    assert (config.blocks, config.num_warps) == (blocks, warps)
+    assert config.grid == (-(-x // blocks["XBLOCK"]),)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda t: t.sum(-1), "inner"),
+    (lambda t: t.sum(0), "outer"),
+    (lambda t: torch.softmax(t, -1), "inner"),
+])
+def test_codegen_hints(fn, hint):
+    report = tritonize.explain(fn, torch.randn(64, 64))
+    assert f"hint={hint!r}" in report.wrapper, report.wrapper

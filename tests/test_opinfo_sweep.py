@@ -1,11 +1,18 @@
-"""The OpInfo sweep (see tests/opinfo_sweep.py): every op_db entry with a float32 sample on the
-device under test (TRITONIZE_TEST_DEVICE), its first sample through tritonize vs eager.
+"""The OpInfo sweep (see tests/opinfo_sweep.py): every (op_db entry, dtype) pair the device under
+test (TRITONIZE_TEST_DEVICE) supports, its first sample through tritonize vs eager.
 
-* an entry in the expected-failure table (tests/opinfo_expected_failures.py) must fail: it is
-  reported as xfail, and an unexpected pass fails, asking to remove the entry from the table;
-* any other entry must pass; eager errors and random/uninitialized ops are skipped (not counted).
+Which pairs: TRITONIZE_OPINFO_DTYPES="all" runs every pair the standalone sweep runs (all ten
+dtypes); a comma-separated list of dtype names runs every entry in those dtypes. By default
+(unset) the subset that keeps `make test` short: every float32 pair, and in the other dtypes of
+TEST_DTYPES the elementwise entries (unary and binary ufunc OpInfos, where the dtype rules of
+the pointwise lowering live) -- about a third of all pairs. The standalone
+`python tests/opinfo_sweep.py` always runs all of them and reports the figures.
 
-Summary: "opinfo sweep: entries=N pass=P pass_no_fallback=Q fail=F (eager errors E, skipped S)"
+* a pair in the expected-failure table (tests/opinfo_expected_failures.py) must fail: it is
+  reported as xfail, and an unexpected pass fails, asking to remove the pair from the table;
+* any other pair must pass; eager errors and random/uninitialized ops are skipped (not counted).
+
+Summary: "opinfo sweep: pairs=N pass=P (..%) pass_no_fallback=Q (..%) fail=F (eager errors E, skipped S)"
 is written to the terminal when the session ends (also without -s). Under pytest-xdist each worker
 only sees its share of the entries: every worker's line, and the total once the last worker
 finishes, come out in pytest's "warnings summary" (workers have no terminal). The standalone
@@ -28,11 +35,24 @@ import torch
 import opinfo_sweep as sweep
 from conftest import DEVICE
 
-DTYPE = torch.float32
-ENTRIES = sweep.sweep_entries(DEVICE, DTYPE)
+# The default subset's dtypes (the elementwise entries only, except float32).
+TEST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool")
+
+
+def _pairs() -> list:
+    wanted = os.environ.get("TRITONIZE_OPINFO_DTYPES", "").strip()
+    if wanted == "all":
+        return sweep.sweep_pairs(DEVICE, sweep.SWEEP_DTYPES)
+    if wanted:
+        return sweep.sweep_pairs(DEVICE, [d.strip() for d in wanted.split(",") if d.strip()])
+    return [(op, dtype) for op, dtype in sweep.sweep_pairs(DEVICE, TEST_DTYPES)
+            if dtype == torch.float32 or sweep.is_elementwise(op)]
+
+
+PAIRS = _pairs()
 EXPECTED_FAILURES = sweep.expected_failures(DEVICE)
 SLOW = sweep.slow_entries()
-RESULTS: dict[str, dict] = {}
+RESULTS: dict[tuple, dict] = {}
 
 
 class OpInfoSweepSummary(UserWarning):
@@ -83,7 +103,8 @@ def _opinfo_summary(request):
     results = list(RESULTS.values())
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     line = sweep.summary_line(results)
-    slow = [f"{r['id']} {r['time_s']:.0f}s" for r in results if r["time_s"] > sweep.SLOW_SECONDS]
+    slow = [f"{sweep.key_text(sweep.result_key(r))} {r['time_s']:.0f}s"
+            for r in results if r["time_s"] > sweep.SLOW_SECONDS]
     if slow:
         line += f"; slow: {', '.join(slow)}"
     if worker:
@@ -95,24 +116,25 @@ def _opinfo_summary(request):
         _emit(request, line)
 
 
-def _param(op):
-    eid = sweep.entry_id(op)
-    return pytest.param(op, id=eid, marks=[pytest.mark.slow] if eid in SLOW else [])
+def _param(op, dtype):
+    key = (sweep.entry_id(op), sweep.dtype_name(dtype))
+    return pytest.param(op, dtype, id=sweep.key_text(key), marks=[pytest.mark.slow] if key in SLOW else [])
 
 
-@pytest.mark.parametrize("op", [_param(op) for op in ENTRIES])
-def test_opinfo(op):
-    r = sweep.run_entry_full(op, DEVICE, DTYPE)
-    RESULTS[r["id"]] = r
-    eid, status = r["id"], r["status"]
+@pytest.mark.parametrize("op,dtype", [_param(op, dtype) for op, dtype in PAIRS])
+def test_opinfo(op, dtype):
+    r = sweep.run_entry_full(op, DEVICE, dtype)
+    key = sweep.result_key(r)
+    RESULTS[key] = r
+    eid, status = sweep.key_text(key), r["status"]
     if status in ("eager_error", "skip_nondeterministic"):
         pytest.skip(f"{status}: {r['detail']}")
-    if eid in EXPECTED_FAILURES:
+    if key in EXPECTED_FAILURES:
         if status == "pass":
             pytest.fail(f"{eid} passes now but is in the expected-failure table: remove it from "
                         f"tests/opinfo_expected_failures.py (or run python tests/opinfo_sweep.py "
                         f"--write-expected)", pytrace=False)
-        pytest.xfail(f"expected failure ({EXPECTED_FAILURES[eid]}); got: {r['detail']}")
+        pytest.xfail(f"expected failure ({EXPECTED_FAILURES[key]}); got: {r['detail']}")
     if status != "pass":
         frame = f"\n  last tritonize frame: {r['tritonize_frame']}" if r["tritonize_frame"] else ""
         if r.get("generated_frame"):

@@ -196,3 +196,16 @@ def test_split_reductions_use_two_kernels(device, shape, dims):
     report = check(fn, x, atol=1e-4, rtol=1e-4)
     assert not report.fallbacks
     assert len(report.kernels) == 4  # a partial and a final kernel for each reduction
+
+
+def test_sort_and_topk_are_externs_on_purpose(device):
+    x = torch.randn(6, 50, device=device)
+
+    def fn(t):
+        values, indices = t.sort(dim=-1, descending=True)
+        top, where = t.topk(5, dim=-1)
+        return values * 2, indices, top + 1, where, torch.argsort(t, dim=0, stable=True)
+
+    report = check(fn, x)
+    assert not report.fallbacks, report
+    assert {"aten.sort.default", "aten.topk.default", "aten.sort.stable"} <= set(report.externs), report.externs

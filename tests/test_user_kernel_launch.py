@@ -213,15 +213,23 @@ def test_autotune_reset_to_zero_and_restore_value(compiled):
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-def test_launch_options_and_int_grid(compiled, capture):  # Triton's own launch takes no int grid
+def test_launch_options_and_int_grid(compiled, capture):
+    """wrap_triton takes grids Triton's own launch (and Dynamo's capture) refuse: an int, a list,
+    a callable returning an int."""
     def fn(x, y):
-        out = torch.empty_like(x)
-        tritonize.wrap_triton(add_kernel)[4](x, y, out, x.numel(), BLOCK=32, num_warps=2, num_stages=1)
-        return out
+        n = x.numel()
+        out, twice, thrice = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        tritonize.wrap_triton(add_kernel)[4](x, y, out, n, BLOCK=32, num_warps=2, num_stages=1)
+        tritonize.wrap_triton(add_kernel)[[4]](out, y, twice, n, BLOCK=32)
+        tritonize.wrap_triton(add_kernel)[lambda meta: cdiv(n, meta["BLOCK"])](twice, y, thrice, n, BLOCK=32)
+        return thrice
 
     x, y = randn(100), randn(100)
     run = torch.compile(fn, backend="tritonize") if compiled else fn
-    torch.testing.assert_close(run(x, y), x + y)
+    torch.testing.assert_close(run(x, y), x + 3 * y)
+    if compiled:  # and in one graph: no launch broke it
+        torch._dynamo.reset()
+        assert tritonize.explain(fn, x, y).graphs == 1
 
 
 # --- errors --------------------------------------------------------------------------------------

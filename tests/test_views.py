@@ -57,3 +57,29 @@ def test_reshape_of_non_contiguous_value(device):
 
     report = check(fn, _x(device, 4, 6))
     assert not report.fallbacks
+
+
+def test_slice_scatter_and_diagonal_scatter(device):
+    """The backward of slicing and of diagonal: the source on the view's elements, x elsewhere."""
+    aten = torch.ops.aten
+
+    def fn(x, rows, column, ends, diagonal, below):
+        return (aten.slice_scatter(x, rows, 1, 1, 6, 2) * 2,  # a step
+                aten.slice_scatter(x, column, 2, 0, 100, 3),  # an end past the size
+                aten.slice_scatter(x, ends, 1, -4),  # a negative start
+                aten.diagonal_scatter(x, diagonal, 2, 0, 1) + 1,
+                aten.diagonal_scatter(x, below, -1, -1, 1))
+
+    report = check(fn, _x(device, 5, 7, 3), _x(device, 5, 3, 3), _x(device, 5, 7, 1), _x(device, 5, 4, 3),
+                   _x(device, 3, 5), _x(device, 5, 2))
+    assert not report.fallbacks
+
+
+def test_split_and_chunk_are_views(device):
+    def fn(x):
+        uneven = [part * 2 for part in x.split(4, 1)]
+        sized = [part + 1 for part in x.split([2, 0, 7], 1)]
+        return uneven, sized, [part.exp() for part in x.chunk(3, 0)]
+
+    report = check(fn, _x(device, 6, 9))
+    assert not report.fallbacks

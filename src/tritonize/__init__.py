@@ -3,10 +3,13 @@
     model = torch.compile(model, backend="tritonize")
     model = tritonize.compile(model, mode="default")
     report = tritonize.explain(fn, *args)
+    outputs, report = tritonize.run_and_explain(fn, *args)
     tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
     tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -17,8 +20,8 @@ from .errors import CompileError
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
-__all__ = ["compile", "explain", "config", "Options", "CompileError", "Report", "wrap_triton",
-           "mutated_arguments", "read_arguments", "analyze_kernel"]
+__all__ = ["compile", "explain", "run_and_explain", "config", "Options", "CompileError", "Report",
+           "wrap_triton", "mutated_arguments", "read_arguments", "analyze_kernel"]
 
 
 def compile(model_or_fn, mode: str = "default", dynamic=None, options: dict | None = None):
@@ -31,13 +34,29 @@ def explain(fn, *args, options: dict | None = None, **kwargs) -> Report:
     """Compile `fn` afresh, run it once on the arguments, and report what tritonize generated.
 
     Resets Dynamo's caches first (torch._dynamo.reset()), so every graph is compiled again.
+    When outputs need gradients, the backward graphs are compiled right away too (not when
+    backward first runs), so the report shows their kernels and fallbacks: backward does not run.
     """
+    return run_and_explain(fn, *args, options=options, **kwargs)[1]
+
+
+def run_and_explain(fn, *args, options: dict | None = None, **kwargs):
+    """explain(), also returning what the compiled `fn` returned: (outputs, Report)."""
     torch._dynamo.reset()
     recorder: list = []
     compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder))
-    compiled(*args, **kwargs)
+    with _backward_compiled_with_forward():
+        outputs = compiled(*args, **kwargs)
     artifacts = [a for a in recorder if a != "graph"]
-    return Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
+    return outputs, Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
+
+
+def _backward_compiled_with_forward():
+    """AOTAutograd compiles a backward graph when backward first runs, unless told otherwise."""
+    functorch_config = torch._functorch.config
+    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        return contextlib.nullcontext()  # older torch: backward graphs show once backward runs
+    return functorch_config.patch(force_non_lazy_backward_lowering=True)
 
 
 def _register() -> None:

@@ -1,6 +1,7 @@
-"""The torch.compile entry: Dynamo hands us a torch-level FX graph; AOTAutograd with our
-decompositions turns it into aten graphs (forward, and backward when training), and each aten
-graph goes through pipeline.compile_graph."""
+"""The torch.compile entry: Dynamo hands us a torch-level FX graph (graph_passes adjusts it);
+AOTAutograd with our decompositions turns it into aten graphs (an inference graph, or a forward
+and a backward graph when training), and each aten graph goes through pipeline.compile_graph
+(by way of graph_cache.compile_graph_cached, which may find it compiled on disk)."""
 from __future__ import annotations
 
 import itertools
@@ -9,8 +10,9 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from .config import Options, make_options
-from .lower.decompositions import decomposition_table
 from .graph_cache import compile_graph_cached
+from .graph_passes import contiguous_attention_masks
+from .lower.decompositions import decomposition_table
 
 _GRAPH_IDS = itertools.count()
 
@@ -19,24 +21,48 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     """A Dynamo backend with fixed options. `recorder` (a list) collects each graph's artifacts."""
     options = options or make_options()
 
-    def compile_aten(gm, example_inputs):
-        compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
-        if recorder is not None:
-            recorder.append(compiled.artifacts)
-        return compiled
+    def aten_compiler(role: str):
+        def compile_aten(gm, example_inputs):
+            compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
+            compiled.artifacts.role = role
+            report_output_strides(compiled)
+            if recorder is not None:
+                recorder.append(compiled.artifacts)
+            return compiled
+
+        return compile_aten
+
+    compile_forward, compile_inference = aten_compiler("forward"), aten_compiler("inference")
+
+    def compile_backward(gm, example_inputs):
+        # A `.backward()` inside a compiled function runs with Dynamo's frame hook still set:
+        # Dynamo must not trace our compiler (nor, see CompiledGraph, the code it generates).
+        return torch._dynamo.disable(aten_compiler("backward"))(gm, example_inputs)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
         if recorder is not None:
             recorder.append("graph")
+        contiguous_attention_masks(gm)
         return aot_module_simplified(
             gm, example_inputs,
-            fw_compiler=compile_aten,
-            bw_compiler=compile_aten,
+            fw_compiler=compile_forward,
+            bw_compiler=compile_backward,
+            inference_compiler=compile_inference,
             decompositions=decomposition_table(),
             keep_inference_input_mutations=False,
         )
 
     return backend
+
+
+def report_output_strides(compiled) -> None:
+    """Tell AOTAutograd the strides our forward graph's outputs really have (a non-dense output,
+    such as an expanded tensor, is returned dense): it compiles the backward graph for the saved
+    tensors it will actually get."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.output_strides is None or compiled.output_strides is None:
+        return
+    context.output_strides.extend(compiled.output_strides)
 
 
 def tritonize_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):

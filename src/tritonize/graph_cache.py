@@ -1,10 +1,12 @@
 """The compiled-graph cache: a second process skips lowering, scheduling and code generation.
 
 `compile_graph_cached` wraps pipeline.compile_graph. On a miss it compiles and stores the
-artifact: the wrapper source (kernels inline), its CONSTANTS, and the explain() report data
-(kernels, fallbacks, externs). On a hit it imports the stored wrapper; its kernels then compile
-through Triton's own binary cache and pick their configs from the autotune cache, so a warm
-process does neither code generation, nor Triton compilation, nor timing.
+artifact: the wrapper source (kernels inline), its CONSTANTS, the strides of its outputs (which
+the backend reports to AOTAutograd), and the explain() report data (kernels, fallbacks, externs;
+the backend sets the graph's role on hits and misses alike). On a hit it imports the stored
+wrapper; its kernels then compile through Triton's own binary cache and pick their configs
+from the autotune cache, so a warm process does neither code generation, nor Triton
+compilation, nor timing.
 
 The key covers everything that can change the generated code:
 * the aten graph as text, with every value's dtype, size, stride and device (comment lines,
@@ -79,7 +81,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
 
     versions = [torch.__version__, triton.__version__, platform.python_version(), disk_cache.tritonize_version()]
     settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision()]
-    return disk_cache.stable_hash("graph-v1", text, inputs, constants, [options.mode, options.fallback],
+    return disk_cache.stable_hash("graph-v2", text, inputs, constants, [options.mode, options.fallback],
                                   versions, settings)
 
 
@@ -143,8 +145,15 @@ def _serialize(compiled: CompiledGraph) -> bytes | None:
         "externs": list(art.externs),
         "clones": [list(c) for c in art.clones],
         "constants": constants,
+        "output_strides": _plain_strides(compiled.output_strides),
     }
     return json.dumps(entry).encode()
+
+
+def _plain_strides(strides):
+    if strides is None:
+        return None
+    return [None if s is None else [int(v) for v in s] for s in strides]
 
 
 def _encode_tensor(value) -> dict:
@@ -184,7 +193,10 @@ def _load(path) -> CompiledGraph | None:
             clones=[tuple(c) for c in entry["clones"]])
         module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
         module.CONSTANTS.update(constants)
-        return CompiledGraph(module.call, artifacts, constants)
+        strides = entry["output_strides"]
+        if strides is not None:
+            strides = [None if s is None else tuple(s) for s in strides]
+        return CompiledGraph(module.call, artifacts, constants, strides)
     except Exception as err:  # never crash on a cache entry: recompile instead
         log.debug("tritonize cache: ignoring graph entry %s: %s: %s", path, type(err).__name__, err)
         return None

@@ -36,16 +36,21 @@ from .schedule.reinplace import reinplace_user_kernels
 
 
 class CompiledGraph:
-    """A callable for AOTAutograd (boxed: takes the list of inputs) plus what produced it."""
+    """A callable for AOTAutograd (boxed: takes the list of inputs) plus what produced it, and
+    the strides of the tensors it returns (None where aten decides them, or for a non-tensor)."""
 
     _boxed_call = True
 
-    def __init__(self, call, artifacts: GraphArtifacts, constants: dict | None = None):
+    def __init__(self, call, artifacts: GraphArtifacts, constants: dict | None = None,
+                 output_strides: list | None = None):
         self.call = call
         self.artifacts = artifacts
         self.constants = constants or {}  # the wrapper's CONSTANTS (kept for the graph cache)
+        self.output_strides = output_strides
 
+    @torch._dynamo.disable
     def __call__(self, args):
+        # Never traced by Dynamo: a backward run from inside a compiled function would be.
         return self.call(args)
 
 
@@ -83,7 +88,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
         wrapper,
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
-    return CompiledGraph(module.call, artifacts, constants)
+    output_strides = [tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
+    return CompiledGraph(module.call, artifacts, constants, output_strides)
 
 
 def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:

@@ -23,6 +23,20 @@ class GraphArtifacts:
     wrapper: str
     eager_reason: str | None = None
     clones: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (user kernel, arg, why)
+    role: str = "inference"  # which AOTAutograd graph: "inference", "forward" or "backward"
+
+    def lines(self) -> list[str]:
+        lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
+        for op, n in collections.Counter(self.externs).most_common():
+            lines.append(f"  extern {op} x{n}")
+        reasons: dict = {}
+        for op, reason in self.fallbacks:
+            reasons.setdefault(op, reason)
+        for op, n in collections.Counter(op for op, _ in self.fallbacks).most_common():
+            lines.append(f"  fallback {op} x{n}: {reasons[op]}")
+        for kernel, arg, reason in self.clones:
+            lines.append(f"  clone of {kernel}({arg}): {reason}")
+        return lines
 
 
 @dataclasses.dataclass
@@ -34,6 +48,7 @@ class Report:
     wrapper: str
     graphs: int
     clones: list = dataclasses.field(default_factory=list)  # (user kernel, argument, why it is copied)
+    sections: list[GraphArtifacts] = dataclasses.field(default_factory=list)  # one per aten graph
 
     @classmethod
     def from_artifacts(cls, artifacts: list[GraphArtifacts], graphs: int) -> "Report":
@@ -47,19 +62,20 @@ class Report:
                 fallbacks[op] += 1
                 reasons.setdefault(op, reason)
             wrappers.append(art.wrapper)
-        return cls(kernels, fallbacks, reasons, externs, "\n\n".join(wrappers), graphs, clones)
+        return cls(kernels, fallbacks, reasons, externs, "\n\n".join(wrappers), graphs, clones,
+                   list(artifacts))
+
+    def fallbacks_in(self, role: str) -> collections.Counter:
+        """The fallbacks of the aten graphs of one role ("inference", "forward", "backward")."""
+        return collections.Counter(op for art in self.sections if art.role == role for op, _ in art.fallbacks)
 
     def __str__(self) -> str:
-        lines = [f"tritonize report: {self.graphs} graph(s), {len(self.kernels)} kernel(s), "
+        lines = [f"tritonize report: {self.graphs} Dynamo graph(s) as {len(self.sections)} aten graph(s), "
+                 f"{len(self.kernels)} kernel(s), "
                  f"{sum(self.externs.values())} extern call(s), {sum(self.fallbacks.values())} fallback(s)"]
-        for k in self.kernels:
-            lines.append(f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}")
-        for op, n in self.externs.most_common():
-            lines.append(f"  extern {op} x{n}")
-        for op, n in self.fallbacks.most_common():
-            lines.append(f"  fallback {op} x{n}: {self.fallback_reasons[op]}")
-        for kernel, arg, reason in self.clones:
-            lines.append(f"  clone of {kernel}({arg}): {reason}")
+        for index, art in enumerate(self.sections):
+            lines.append(f"{art.role} graph {index}:")
+            lines += art.lines()
         return "\n".join(lines)
 
     @property

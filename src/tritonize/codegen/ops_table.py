@@ -55,16 +55,19 @@ def render_cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
 
 
 _LIBDEVICE_UNARY = ["expm1", "log10", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh",
-                    "tanh", "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma", "trunc"]
+                    "tanh", "asinh", "acosh", "atanh", "erfc", "erfinv", "erfcx", "lgamma", "trunc",
+                    "j0", "j1", "y0", "y1"]
 _LIBDEVICE_BINARY = ["atan2", "hypot", "copysign", "nextafter", "pow", "fmod"]
 
 UNARY = {
     "neg": "-{0}", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "log": "tl.log({0})",
-    "log2": "tl.log2({0})", "sqrt": "tl.sqrt_rn({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
+    "log2": "tl.log2({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})",
     "cos": "tl.cos({0})", "erf": "tl.erf({0})", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
     "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", 
     "round": "libdevice.nearbyint({0})", "frac": "({0} - libdevice.trunc({0}))",
-    "i0": "libdevice.cyl_bessel_i0({0})", "sign": "helpers.sign({0})",
+    "i0": "helpers.nan_at_infinity({0}, libdevice.cyl_bessel_i0({0}))",
+    "i1": "helpers.nan_at_infinity({0}, libdevice.cyl_bessel_i1({0}))",
+    "ndtri": "libdevice.normcdfinv({0})", "digamma_positive": "helpers.digamma_positive({0})", "sign": "helpers.sign({0})",
     "relu": "tl.where({0} < 0, 0, {0})", "isnan": "({0} != {0})",
     "isinf": "(tl.abs({0}) == float(\"inf\"))", "isfinite": "(tl.abs({0}) < float(\"inf\"))",
     "signbit": "(libdevice.signbit({0}) != 0)", "logical_not": "({0} == 0)",
@@ -80,8 +83,8 @@ BINARY = {
     "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
     "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})",
-    "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "lshift": "({0} << {1})",
-    "rshift": "({0} >> {1})",
+    "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "pow_int": "helpers.pow_int({0}, {1})",
+    "gcd": "helpers.gcd_int({0}, {1})",
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 
@@ -98,10 +101,15 @@ def render_op(name: str, args: list[str], arg_dtypes: list[torch.dtype], dtype: 
     if name == "remainder":
         helper = "remainder_float" if is_float else "remainder_int"
         return f"helpers.{helper}({args[0]}, {args[1]})"
+    if name in ("lshift", "rshift"):
+        helper = "shift_left" if name == "lshift" else "shift_right"
+        return f"helpers.{helper}({args[0]}, {args[1]}, {torch.iinfo(dtype).bits})"
     if name == "fmod" and not is_float:
         return f"({args[0]} % {args[1]})"
     if name == "abs":
         return f"tl.abs({args[0]})" if dtype != torch.bool else args[0]
+    if name == "sqrt" and dtype == torch.float32:  # IEEE-rounded, like torch (tl.sqrt is approximate)
+        return f"tl.sqrt_rn({args[0]})"
     if name == "reciprocal":
         return f"tl.div_rn(1.0, {args[0]})" if dtype == torch.float32 else f"(1.0 / {args[0]})"
     if name == "truediv":

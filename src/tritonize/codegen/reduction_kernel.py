@@ -113,15 +113,19 @@ def _rename(dims, prefix, renames):
 
 def _is_outer_reduction(space: RowIteration, members) -> bool:
     """True when the reductions' inputs are contiguous along rows, not along the reduced dim."""
+    return rows_are_contiguous(space, [m for m in members if m.role == "reduction"])
+
+
+def rows_are_contiguous(space: RowIteration, members) -> bool:
+    """True when the first load of `members` with a unit stride has it along the rows (x), not
+    along r: such kernels need several rows a program to coalesce (reductions, scans)."""
     if not space.r_dims or not space.x_dims:
         return False
     innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
+    symbols = [s for s, _ in space.x_dims + space.r_dims]
     for m in members:
-        if m.role != "reduction":
-            continue
         for load in ex.loads(m.body):
-            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]),
-                                         [s for s, _ in space.x_dims + space.r_dims])
+            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]), symbols)
             if coeffs is None:
                 continue
             if coeffs.get(innermost_r, 0) == 1:
@@ -205,6 +209,7 @@ class _ReductionWriter(_BodyWriter):
         self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
         self.online: dict[str, str] = {}  # max member name -> the sum member computed with it
         self.tile_reductions: dict = {}  # (type, body, correction) -> result (persistent kernels)
+        self.passes = 1  # loops over each row (write_all sets it)
 
     def _base_mask(self):
         return None
@@ -228,14 +233,18 @@ class _ReductionWriter(_BodyWriter):
         return super()._load(e, mask)
 
     def cache_hint(self, index) -> str:
-        """What every row reads again (weights, masks) should stay in L2."""
+        """What every row reads again (weights, masks) should stay in L2; what one pass streams
+        through once should leave it first."""
         symbols = self.space.x_symbols | self.space.r_symbols
         if not index.free_symbols & self.space.r_symbols:
             return ""
         coeffs = affine_coefficients(index, sorted(symbols, key=str))
         streamed = coeffs is not None and all(coeffs.get(s, 0) for s in symbols)
-        # evict_first on the streamed input measured slower on the H100 (var_mean, sum_first)
-        return "" if streamed else ", eviction_policy='evict_last'"
+        if not streamed:
+            return ", eviction_policy='evict_last'"
+        # read once: evict_first (H100, 2026-11-22: sum_last 80% -> 88% of copy bandwidth,
+        # var_mean 80% -> 89%, sum_first 61% -> 76%); a row read again by a later pass stays
+        return ", eviction_policy='evict_first'" if self.passes == 1 else ""
 
     def _render(self, e: ex.Expr, mask):
         """Division by a row's value (softmax's sum) multiplies by its reciprocal, computed once
@@ -281,6 +290,7 @@ class _ReductionWriter(_BodyWriter):
 
     # --- writing stages ---------------------------------------------------------------------
     def write_all(self, stages: list[Stage]) -> None:
+        self.passes = 1 if self.persistent else len(stages)
         if self.persistent:
             self.lines += self.r_index_lines("tl.arange(0, RBLOCK)[None, :]")
         for stage in stages:

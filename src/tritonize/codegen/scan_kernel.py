@@ -22,12 +22,11 @@ import triton
 from ..errors import CompileError
 from ..ir import expr as ex
 from ..ir.nodes import ScanBuffer
-from ..ir.symbols import affine_coefficients
 from ..runtime.heuristics import MAX_PERSISTENT_SCAN_RBLOCK
 from .kernel import RenderedKernel
 from .ops_table import render_constant, triton_dtype
 from .reduction_kernel import (Member, RowIteration, Stage, _assemble, _member, _needs_int64, _plan,
-                               _ReductionWriter)
+                               _ReductionWriter, rows_are_contiguous)
 from .reduction_ops import neutral_value
 
 SCAN_FUNCTIONS = {"sum": "helpers.cumsum", "prod": "helpers.cumprod", "max": "helpers.cummax",
@@ -54,22 +53,7 @@ def render_scan_kernel(group, buffers: dict, name: str) -> RenderedKernel:
 
 def _scans_along_rows(space: RowIteration, members) -> bool:
     """True when the scans' inputs are contiguous along rows (x), not along the scanned dim."""
-    if not space.x_dims or not space.r_dims:
-        return False
-    innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
-    symbols = [s for s, _ in space.x_dims + space.r_dims]
-    for m in members:
-        if not isinstance(m.buffer, ScanBuffer):
-            continue
-        for load in ex.loads(m.body):
-            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]), symbols)
-            if coeffs is None:
-                continue
-            if coeffs.get(innermost_r, 0) == 1:
-                return False
-            if coeffs.get(innermost_x, 0) == 1:
-                return True
-    return False
+    return rows_are_contiguous(space, [m for m in members if isinstance(m.buffer, ScanBuffer)])
 
 
 def _lowest(dtype: torch.dtype):

@@ -55,8 +55,18 @@ def constant(value: Any, dtype: torch.dtype) -> Expr:
     elif dtype.is_floating_point:
         value = float(value)
     else:
-        value = int(value)
+        value = wrap_integer(int(value), dtype)
     return Expr("constant", (value,), dtype)
+
+
+def wrap_integer(value: int, dtype: torch.dtype) -> int:
+    """value converted to an integer dtype the way torch converts a scalar: modulo 2**bits
+    (uint8 -1 is 255, int8 200 is -56)."""
+    info = torch.iinfo(dtype)
+    if info.min <= value <= info.max:
+        return value
+    value &= (1 << info.bits) - 1
+    return value - (1 << info.bits) if info.min < 0 and value > info.max else value
 
 
 def index_expr(index: sympy.Expr, dtype: torch.dtype) -> Expr:

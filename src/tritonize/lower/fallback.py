@@ -1,4 +1,4 @@
-"""Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention) and
+"""Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention, sort) and
 fallbacks for ops we do not lower. Their tensor arguments are realized first; their results are
 buffers whose layout comes from the FX node's metadata (checked again at run time)."""
 from __future__ import annotations
@@ -11,11 +11,18 @@ from .dtypes import meta_value
 aten = torch.ops.aten
 
 # Library kernels we call on purpose: faster than anything we would generate for them today.
+# Training's backward graphs call the backward kernels of the same libraries.
 EXTERN_OPS = {
     aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution, aten._convolution,
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
     aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_flash_attention_for_cpu,
     aten.scaled_dot_product_attention, aten.mv, aten.dot,
+    aten.convolution_backward, aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    # sort and topk: the library's radix and selection kernels (we generate no sorts yet)
+    aten.sort, aten.topk,
 }
 
 

@@ -26,7 +26,10 @@ from ..ir.nodes import (
     contiguous_strides,
     strided_view_of,
 )
-from . import creation, indexing, pointwise, random, reductions, scans, scatter, user_kernel, views  # noqa: F401
+from . import (  # noqa: F401  (registers lowerings)
+    creation, indexing, movement, pointwise, random, reductions, scans, scatter, special, user_kernel,
+    views,
+)
 from .context import LoweringContext
 from .fallback import call_through_aten, is_extern
 from .registry import find_lowering

@@ -63,7 +63,9 @@ FLOAT_UNARY = {
     aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh", aten.tanh: "tanh", aten.asinh: "asinh",
     aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
     aten.erfinv: "erfinv", aten.sigmoid: "sigmoid", aten.lgamma: "lgamma",
-    aten.reciprocal: "reciprocal", aten.i0: "i0",
+    aten.reciprocal: "reciprocal", aten.i0: "i0", aten.special_i1: "i1", aten.special_erfcx: "erfcx",
+    aten.special_modified_bessel_i0: "i0", aten.special_modified_bessel_i1: "i1",
+    aten.special_ndtri: "ndtri",
 }
 
 SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",
@@ -112,9 +114,20 @@ def lower_identity(ctx, node, x, *args, **kwargs):
     return x
 
 
+# On integers and bools the float predicates are constants, and signbit is x < 0.
+INTEGER_PREDICATES = {
+    "isnan": lambda a: ex.constant(False, torch.bool), "isinf": lambda a: ex.constant(False, torch.bool),
+    "isfinite": lambda a: ex.constant(True, torch.bool),
+    "signbit": lambda a: ex.op("lt", a, ex.constant(0, a.dtype), dtype=torch.bool),
+}
+
+
 def _predicate(name):
-    return lambda ctx, node, x: pointwise(node, [x], lambda a: ex.op(name, a, dtype=torch.bool),
-                                          compute_dtype=upcast(x.dtype))
+    def lower(ctx, node, x):
+        if not x.dtype.is_floating_point:
+            return pointwise(node, [x], INTEGER_PREDICATES[name], compute_dtype=x.dtype)
+        return pointwise(node, [x], lambda a: ex.op(name, a, dtype=torch.bool), compute_dtype=upcast(x.dtype))
+    return lower
 
 
 for _target, _name in {aten.isnan: "isnan", aten.isinf: "isinf", aten.isfinite: "isfinite",
@@ -254,7 +267,9 @@ def lower_pow(ctx, node, a, b):
     if isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer() and 0 <= b <= 16:
         return pointwise(node, [a], lambda x: _integer_power(x, int(b)))
     if not out_dtype.is_floating_point:
-        raise Unsupported("integer pow with a tensor or negative exponent")
+        if out_dtype == torch.bool:
+            raise Unsupported("pow with a bool result")
+        return pointwise(node, [a, b], _op("pow_int"))
     if isinstance(b, float) and b == 0.5:
         return pointwise(node, [a], _op("sqrt"))
     return pointwise(node, [a, b], _op("pow"))

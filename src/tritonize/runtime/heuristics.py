@@ -14,12 +14,13 @@ them. A looped reduction masks its r range when rnumel % RBLOCK != 0, so any pow
 is valid there. Blocks are clamped to the sizes (no block larger than next_power_of_2(numel)) and
 the number of programs to the 1-D grid limit.
 
-`candidates(shape, mode, on_gpu)` lists configs best guess first: in "default" mode a single
-config for pointwise kernels (measured on an H100, docs/benchmarks.md) and at most three for
-reductions, whose best shape depends on the memory layout (rows contiguous or strided); in
-"max-autotune" mode a wider set, which runtime/autotune.py refines by coordinate descent
-(`neighbors`). On the CPU (Triton's interpreter) only the first pick is used: bigger blocks mean
-fewer interpreted programs.
+`candidates(shape, mode, on_gpu)` lists configs, the measured first pick first (the defaults
+measured on an H100, docs/benchmarks.md; `pick_config` returns it). In "default" mode that is the
+only config of pointwise kernels and looped scans; reductions and whole-row scans add at most two
+alternatives to time, since their best shape depends on the memory layout and the register
+pressure. In "max-autotune" mode a wider set follows, which runtime/autotune.py refines by
+coordinate descent (`neighbors`). On the CPU (Triton's interpreter) only the first pick is used:
+bigger blocks mean fewer interpreted programs.
 """
 from __future__ import annotations
 
@@ -159,119 +160,110 @@ def _warps_for(elements: int, per_thread: int, lo: int = 1, hi: int = 8) -> int:
 
 
 # ----------------------------------------------------------------------------- first picks
+# The measured defaults (docs/benchmarks.md): what runs without autotuning, and the first
+# candidate of every list. Changing one of them needs a new measurement (tests/test_heuristics.py).
 
 
 def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
                 hint: str | None = None, device: DeviceInfo | None = None) -> LaunchConfig:
-    """The heuristic's first pick (what runs without autotuning)."""
+    """The heuristic's first pick (what runs without autotuning). hint: for reductions, "outer"
+    when inputs are contiguous along rows (x), "inner" along r; "" or None: no hint."""
     return candidates(KernelShape(kind, xnumel, ynumel, rnumel, hint), "default", on_gpu, device)[0]
 
 
-def first_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
+def first_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
+    outer = shape.hint == "outer"
     if shape.kind == "pointwise":
-        return _pointwise_pick(shape, on_gpu, device)
-    if shape.kind in ("persistent_reduction", "scan"):
-        return _persistent_pick(shape, on_gpu, device)
-    if shape.kind == "looped_scan":
-        return _looped_scan_pick(shape, on_gpu)
-    return _looped_picks(shape, on_gpu)[0]
+        config = pointwise_config(shape.xnumel, shape.ynumel, on_gpu)
+    elif shape.kind in ("persistent_reduction", "scan"):
+        config = persistent_reduction_config(shape.xnumel, shape.rnumel, on_gpu, outer)
+    elif shape.kind == "reduction":
+        config = looped_reduction_config(shape.xnumel, shape.rnumel, on_gpu, outer)
+    else:
+        config = looped_scan_config(shape.xnumel, shape.rnumel, on_gpu, outer)
+    return make_config(shape, clamp(shape, config.blocks), config.num_warps)
 
 
-def _pointwise_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
-    """Measured on an H100 (bench/pointwise_configs.py): 1-D kernels peak at XBLOCK=2048 with 4
-    warps (16 elements a thread); transposing tiles at 128x128, 4 warps. Small kernels take
-    smaller blocks so that every SM gets a program."""
-    if shape.is_2d:
+def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
+    """Measured on an H100 (bench/pointwise_configs.py, docs/benchmarks.md): 1-D kernels peak at
+    XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 128x128, 4 warps.
+    On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
+    if ynumel > 1:
         ylimit, xlimit = 128, 128
-        yblock = min(ylimit, triton.next_power_of_2(shape.ynumel))
-        xblock = min(xlimit, triton.next_power_of_2(shape.xnumel))
-        # A thin side lets the other grow (up to 8192 elements a tile, 256 a side).
-        xblock = min(MAX_BLOCK_2D, triton.next_power_of_2(shape.xnumel), max(xblock, 8192 // yblock))
-        yblock = min(MAX_BLOCK_2D, triton.next_power_of_2(shape.ynumel), max(yblock, 8192 // xblock))
-        blocks = clamp(shape, {"YBLOCK": yblock, "XBLOCK": xblock})
-        warps = max(1, min(4, blocks["YBLOCK"] * blocks["XBLOCK"] // 2048)) if on_gpu else 4
-        return make_config(shape, blocks, warps)
-    xblock = min(2048 if on_gpu else MAX_BLOCK_1D, triton.next_power_of_2(shape.xnumel))
-    if on_gpu:
-        while xblock > 512 and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
-            xblock //= 2
-    blocks = clamp(shape, {"XBLOCK": xblock})
-    xblock = blocks["XBLOCK"]
-    warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
-    return make_config(shape, blocks, warps)
+        xblock = min(xlimit, triton.next_power_of_2(xnumel))
+        yblock = min(ylimit, triton.next_power_of_2(ynumel))
+        grid = (triton.cdiv(xnumel, xblock) * triton.cdiv(ynumel, yblock),)
+        return LaunchConfig({"YBLOCK": yblock, "XBLOCK": xblock}, 4, grid)
+    limit = 2048 if on_gpu else MAX_BLOCK_1D
+    xblock = min(limit, triton.next_power_of_2(xnumel))
+    num_warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
+    return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
-def _persistent_pick(shape: KernelShape, on_gpu: bool, device: DeviceInfo) -> LaunchConfig:
+def persistent_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
     """The whole row in registers: about 4096 elements a program on the GPU (8 warps once rows
-    pass 2048), several rows a program when rows are short, fewer rows when that leaves SMs idle.
-    Outer reductions (rows contiguous) keep at least 32 rows a program so loads coalesce."""
-    rblock = shape.persistent_rblock
+    pass 2048), several rows a program when rows are short. Outer reductions need at least
+    32 rows a program so that loads along the rows coalesce. (16 warps for a plain sum over
+    rows of 4096 measured 91.5% of copy bandwidth in one H100 sweep and 71.6% in a later run,
+    against a steady 88-89% with 8: not taken.)"""
+    rblock = triton.next_power_of_2(rnumel)
     budget = (4096 if rblock >= 2048 else 2048) if on_gpu else 1 << 16
-    xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(shape.xnumel)))
-    least = min(MIN_OUTER_XBLOCK, triton.next_power_of_2(shape.xnumel)) if shape.hint == "outer" else 1
-    xblock = max(xblock, least)
-    if on_gpu:
-        while xblock > least and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
-            xblock //= 2
+    xblock = max(1, min(MAX_XBLOCK_REDUCTION, budget // rblock, triton.next_power_of_2(xnumel)))
+    if outer:
+        xblock = min(MAX_XBLOCK_REDUCTION, max(xblock, MIN_OUTER_XBLOCK), triton.next_power_of_2(xnumel))
     num_warps = 8 if rblock * xblock >= 4096 and rblock >= 2048 else 4
     if rblock * xblock <= 256:
         num_warps = 2
-    if rblock >= 8192:
-        num_warps = 16
-    return make_config(shape, clamp(shape, {"XBLOCK": xblock}), num_warps)
+    return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 
-def _looped_picks(shape: KernelShape, on_gpu: bool) -> list[LaunchConfig]:
-    """Row shapes, measured on an H100 (bench/reduction_configs.py): "inner" (contiguous rows: one
-    row a program, RBLOCK 4096, 4 warps), "outer" (rows strided, columns contiguous: 64 rows by
-    128 reduced elements a step, so every load is a coalesced row segment), and tiny rows
-    (several whole rows a program). With a hint, the measured config and a neighbor are timed;
-    without one, inner and outer both are."""
-    def config(x, r, warps):
-        return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
-
+def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
+    """Long rows: one row a program walking RBLOCK elements at a time. Outer reductions (rows
+    contiguous) take 64 rows by 256 reduced elements, so every load is a coalesced row segment
+    (sum_first: 78.0% of copy bandwidth, 76.5% with 128).
+    Measured on an H100 (bench/reduction_configs.py, docs/benchmarks.md)."""
     if not on_gpu:
-        rblock = min(4096, triton.next_power_of_2(shape.rnumel))
-        return [config(max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock)), rblock, 4)]
-    inner, inner_alt = config(1, 4096, 4), config(1, 2048, 8)
-    outer, outer_alt = config(64, 128, 8), config(64, 64, 8)
-    rows = triton.next_power_of_2(shape.rnumel)
-    tiny = config(max(1, 512 // rows), rows, 4)
-    long_rows = shape.rnumel >= 2048 or shape.xnumel < 128
-    if shape.hint == "inner":
-        picks = [inner, tiny] if shape.rnumel < 256 else [inner, inner_alt]
-    elif shape.hint == "outer":
-        picks = [outer, outer_alt]
-    elif long_rows:
-        picks = [inner, outer] if shape.xnumel >= 64 else [inner]
+        rblock = min(MAX_RBLOCK_LOOPED, triton.next_power_of_2(rnumel))
+        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
+        return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
+    if outer:
+        rblock, xblock, warps = 256, 64, 8
     else:
-        picks = [outer, inner] + ([tiny] if shape.rnumel < 256 else [])
-    return picks
+        rblock, xblock, warps = 4096, 1, 4
+    rblock = min(rblock, triton.next_power_of_2(rnumel))
+    xblock = min(xblock, triton.next_power_of_2(xnumel))
+    return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, warps, (triton.cdiv(xnumel, xblock),))
 
 
-def _looped_scan_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
-    """Rows longer than MAX_PERSISTENT_SCAN_RBLOCK, a chunk at a time: one row a program in chunks
-    of 1024 (4 warps), or for scans along a strided dim 64 rows by 32 positions so loads coalesce
-    along the rows. Not yet tuned on hardware (max-autotune searches)."""
+def looped_scan_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
+    """Rows longer than MAX_PERSISTENT_SCAN_RBLOCK, a chunk at a time. On the GPU one row a
+    program in chunks of 1024 (4 warps), or for scans along a strided dim 64 rows by 32
+    positions so loads coalesce along the rows. Not yet tuned on hardware (max-autotune searches)."""
     if not on_gpu:
-        rblock = min(1024, triton.next_power_of_2(shape.rnumel))
-        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock))
-    else:
-        xblock, rblock = (64, 32) if shape.hint == "outer" else (1, 1024)
-    return make_config(shape, clamp(shape, {"XBLOCK": xblock, "RBLOCK": rblock}), 4)
+        rblock = min(1024, triton.next_power_of_2(rnumel))
+        xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
+        return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
+    rblock, xblock = (32, 64) if outer else (1024, 1)
+    rblock = min(rblock, triton.next_power_of_2(rnumel))
+    xblock = min(xblock, triton.next_power_of_2(xnumel))
+    return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
 
 
 # ----------------------------------------------------------------------------- candidate lists
 
 
 def candidates(shape: KernelShape, mode: str, on_gpu: bool, device: DeviceInfo | None = None) -> list[LaunchConfig]:
-    """Configs to try, the heuristic's best guess first; duplicates and invalid ones removed."""
+    """Configs to try, the measured first pick first; duplicates and invalid ones removed.
+    Default mode on the GPU adds at most two timed alternatives for reductions and scans that
+    reduce in registers; max-autotune a wide set (refined by coordinate descent in autotune.py).
+    On the CPU: the first pick only."""
     device = device or DeviceInfo()
-    found = [first_pick(shape, on_gpu, device)]
+    pick = first_pick(shape, on_gpu)
+    found = [pick]
     if on_gpu and shape.kind == "reduction":
-        found += _looped_picks(shape, on_gpu)
+        found += _looped_alternatives(shape)
     if on_gpu and shape.kind in ("persistent_reduction", "scan"):
-        found += _persistent_alternatives(shape, found[0])
+        found += _persistent_alternatives(shape, pick, device)
     if on_gpu and is_max_autotune(mode):
         found += _wide_set(shape)
     unique: list[LaunchConfig] = []
@@ -290,15 +282,38 @@ def is_max_autotune(mode: str) -> bool:
     return mode in ("max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _persistent_alternatives(shape: KernelShape, pick: LaunchConfig) -> list[LaunchConfig]:
+def _persistent_alternatives(shape: KernelShape, pick: LaunchConfig, device: DeviceInfo) -> list[LaunchConfig]:
     """Default mode for whole-row kernels: the pick with twice the warps when rows are long
-    (register pressure), and half the rows a program when several rows share one."""
+    (register pressure), and fewer rows a program when several rows share one (halved until
+    the grid covers every SM, or halved once)."""
     out = []
-    if shape.persistent_rblock * pick.blocks["XBLOCK"] >= 2048 and pick.num_warps < 16:
+    xblock = pick.blocks["XBLOCK"]
+    if shape.persistent_rblock * xblock >= 2048 and pick.num_warps < 16:
         out.append(make_config(shape, pick.blocks, pick.num_warps * 2))
-    if pick.blocks["XBLOCK"] > (MIN_OUTER_XBLOCK if shape.hint == "outer" else 1):
-        out.append(make_config(shape, {"XBLOCK": pick.blocks["XBLOCK"] // 2}, pick.num_warps))
-    return out[:2]
+    least = MIN_OUTER_XBLOCK if shape.hint == "outer" else 1
+    if xblock > least:
+        fewer = xblock // 2
+        while fewer > least and triton.cdiv(shape.xnumel, fewer) < device.sm_count:
+            fewer //= 2
+        out.append(make_config(shape, {"XBLOCK": fewer}, pick.num_warps))
+    return out
+
+
+def _looped_alternatives(shape: KernelShape) -> list[LaunchConfig]:
+    """Default mode for looped reductions: a measured neighbor of the first pick (bench/
+    reduction_configs.py: inner 1 x 2048 with 8 warps; outer 64 x 128 with 8 warps, 76.5% of copy
+    bandwidth against 78.0% for the pick), the outer shape for rows without a hint, and for short
+    rows several whole rows a program."""
+    def config(x, r, warps):
+        return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
+
+    rows = triton.next_power_of_2(shape.rnumel)
+    tiny = [config(max(1, 512 // rows), rows, 4)] if shape.rnumel < 256 else []
+    if shape.hint == "outer":
+        return [config(64, 128, 8)]
+    if shape.hint == "inner":
+        return tiny or [config(1, 2048, 8)]
+    return ([config(64, 256, 8)] if shape.xnumel >= 64 else []) + tiny
 
 
 def _wide_set(shape: KernelShape) -> list[LaunchConfig]:

@@ -5,7 +5,8 @@ under its content hash and imported from there (Triton needs a real file to read
 CPU modules are executed with TRITON_INTERPRET set only while they load, so only our own kernels
 are interpreted; their `libdevice`, `helpers` and `checks` names are then bound to the interpreter
 twins (and the helpers' reduce and scan to runtime/interpreter_tiles.py), and `range` to
-runtime/interpreter_range.py.
+runtime/interpreter_range.py. Before the first CPU module loads, the work-arounds for interpreter
+bugs in runtime/interpreter_fixes.py are applied.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import threading
 
 from .disk_cache import module_dir, write_atomic
 
-# Imported here, outside any interpreter scope: CPU kernel modules import them too, and the first
-# import must give compiled (not interpreted) functions to the GPU kernels of the same process.
+# Kernel sources import these by name. Import them here, outside any interpreter scope, so the
+# regular modules (what GPU kernels call) exist before a CPU kernel loads under TRITON_INTERPRET.
 from . import index_checks, triton_helpers  # noqa: E402,F401
 
 _LOCK = threading.Lock()
@@ -66,6 +67,10 @@ def _write_source(source: str, stem: str) -> pathlib.Path:
 
 
 def _exec_module(path: pathlib.Path, module_name: str, interpret: bool):
+    if interpret:
+        from . import interpreter_fixes
+
+        interpreter_fixes.apply()
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module

@@ -2,9 +2,10 @@
 
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
-fmax/fmin that ignore NaN, and sign; combine functions of reductions and scans (cumsum,
-cummax with its index, logcumsumexp...); and Philox random numbers. The CPU path loads this same
-file a second time under Triton's interpreter (runtime/loader.py).
+fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit
+width), integer pow and gcd, digamma; combine functions of reductions and scans (cumsum, cummax with
+its index, logcumsumexp...); and Philox random numbers. The CPU path loads this same file a
+second time under Triton's interpreter (runtime/loader.py).
 """
 import triton
 import triton.language as tl
@@ -33,8 +34,15 @@ def fmin(a, b):
 
 @triton.jit
 def sign(x):
-    # like torch: (0 < x) - (x < 0), so sign(nan) is 0
-    return tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
+    # like torch: (0 < x) - (x < 0), so sign(nan) is 0. Formed in fp32 and cast once: an integer
+    # where() cast straight to bf16 gave -1 for positive inputs on sm_90 (Triton 3.6)
+    return (tl.where(x > 0, 1.0, 0.0) - tl.where(x < 0, 1.0, 0.0)).to(x.dtype)
+
+
+@triton.jit
+def nan_at_infinity(x, value):
+    # torch's i0 and i1 give nan at +-inf on the CPU and on CUDA; libdevice gives the limit
+    return tl.where(tl.abs(x) == float("inf"), float("nan"), value)
 
 
 @triton.jit
@@ -325,3 +333,73 @@ def online_softmax_update(total, running_max, value, tile_max):
     scale = tl.where(empty, 0.0, tl.exp(running_max - new_max))
     added = sum2(tl.where(empty, 0.0, tl.exp(value - new_max)), 1)
     return total * scale + added, new_max
+
+
+# --- integer semantics: shifts, pow, gcd ---
+
+
+@triton.jit
+def shift_left(a, b, BITS: tl.constexpr):
+    # torch: a shift by a negative amount or by BITS or more gives 0 (Triton's << is undefined there)
+    in_range = (b >= 0) & (b < BITS)
+    return tl.where(in_range, a << tl.where(in_range, b, 0), 0)
+
+
+@triton.jit
+def shift_right(a, b, BITS: tl.constexpr):
+    # torch: out-of-range shifts fill with the sign (-1 for negative signed values, else 0)
+    in_range = (b >= 0) & (b < BITS)
+    shifted = a >> tl.where(in_range, b, BITS - 1)
+    return tl.where(in_range | (a < 0), shifted, 0)
+
+
+@triton.jit
+def pow_int(base, exponent):
+    # torch's integer pow: square and multiply (wrapping like the dtype); a negative exponent gives
+    # 1 for base 1, +-1 for base -1 and 0 otherwise
+    zero = base * 0 + exponent * 0  # broadcast (either may be a 0-d value or a literal)
+    base = base + zero
+    exponent = exponent + zero
+    result = zero + 1
+    square = base
+    remaining = exponent
+    for _ in range(64):
+        result = tl.where((remaining & 1) != 0, result * square, result)
+        square = square * square
+        remaining = remaining >> 1
+    is_minus_one = (base + 1) == 0
+    odd = (exponent & 1) != 0
+    negative_power = tl.where((base == 1) | (is_minus_one & ~odd), zero + 1, tl.where(is_minus_one, base, zero))
+    return tl.where(exponent < 0, negative_power, result)
+
+
+@triton.jit
+def gcd_int(a, b):
+    # Euclid's algorithm on |a|, |b|; 96 steps cover any pair of 64-bit values
+    zero = a * 0 + b * 0
+    x = tl.abs(a + zero)
+    y = tl.abs(b + zero)
+    for _ in range(96):
+        nonzero = x != 0
+        remainder = y % tl.where(nonzero, x, 1)
+        y = tl.where(nonzero, x, y)
+        x = tl.where(nonzero, remainder, x)
+    return y
+
+
+# --- special functions ---
+
+
+@triton.jit
+def digamma_positive(y):
+    # digamma for y >= 0: digamma(y) = digamma(y + 1) - 1/y until y >= 10, then the asymptotic
+    # series ln y - 1/(2y) - sum_k B_2k / (2k y^2k), through y^-14 (error below 1e-16 there)
+    shift = tl.full(y.shape, 0.0, y.dtype)
+    for _ in range(10):
+        small = y < 10.0
+        shift = tl.where(small, shift - 1.0 / y, shift)
+        y = tl.where(small, y + 1.0, y)
+    t = 1.0 / (y * y)
+    series = t * (1.0 / 12 - t * (1.0 / 120 - t * (1.0 / 252 - t * (1.0 / 240 - t * (
+        1.0 / 132 - t * (691.0 / 32760 - t / 12.0))))))
+    return tl.log(y) - 0.5 / y - series + shift

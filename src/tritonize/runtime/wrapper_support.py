@@ -39,6 +39,27 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
+def matmul_padded_rows(out_op, *args, **kwargs) -> torch.Tensor:
+    """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) with the output's columns padded to a
+    multiple of 16 bytes, returned dense. cuBLAS takes an unvectorized kernel when that width is
+    not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an H100 that way,
+    against 0.9 ms for the same product padded. b (and the bias) are copied padded each call (the
+    padding columns are never read back); the result is copied once more, dense."""
+    *bias, a, b = args
+    per_row = max(1, 16 // a.element_size())
+    (rows, depth), cols = a.shape, b.shape[1]
+    wide = -(-cols // per_row) * per_row
+    b_wide = torch.empty((depth, wide), dtype=b.dtype, device=b.device)
+    b_wide[:, :cols].copy_(b)
+    if bias:
+        bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
+        bias_wide[:cols].copy_(bias[0])
+        bias = [bias_wide]
+    out = torch.empty((rows, wide), dtype=a.dtype, device=a.device)
+    out_op(*bias, a, b_wide, **kwargs, out=out)
+    return out[:, :cols].contiguous()
+
+
 def random_input(size, stride, dtype, device) -> torch.Tensor:
     out = torch.empty_strided(size, stride, dtype=dtype, device=device)
     if dtype.is_floating_point:

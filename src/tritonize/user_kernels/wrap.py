@@ -89,10 +89,12 @@ def _being_traced(values: dict) -> bool:
 
 
 def triton_grid(grid):
-    """`grid` as Triton's own launch takes it: a tuple, or a callable returning one. wrap_triton
-    also takes a bare size (`kernel[4]`), as evaluate_grid does."""
-    if grid is None or isinstance(grid, (tuple, list)):
-        return grid  # a missing grid is reported by the launch
+    """`grid` as Triton's own launch and Dynamo's capture take it: a tuple, or a callable
+    returning one. wrap_triton also takes a list or a bare size (`kernel[4]`), as evaluate_grid does."""
+    if grid is None:
+        return grid  # reported by the launch
+    if isinstance(grid, (tuple, list)):
+        return tuple(grid)
     if callable(grid):
         return lambda meta: _grid_tuple(grid(meta))
     return (grid,)

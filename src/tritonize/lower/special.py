@@ -1,0 +1,135 @@
+"""Lowerings of elementwise functions built from several ops or a helper: gcd and lcm, ldexp,
+angle, spherical_bessel_j0, digamma (and polygamma of order 0). The table-driven ones (libdevice
+functions, arithmetic) live in lower/pointwise.py."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..errors import Unsupported
+from ..ir import expr as ex
+from .pointwise import output_of, pointwise
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def c_promoted(dtype: torch.dtype) -> torch.dtype:
+    """The type C++ computes a narrow integer expression in (torch's CPU kernels for gcd/lcm do
+    their arithmetic so: |-128| is 128 before the result is cast back)."""
+    return torch.int32 if dtype.itemsize < 4 else dtype
+
+
+@lowering(aten.gcd.default)
+def lower_gcd(ctx, node, a, b):
+    return pointwise(node, [a, b], lambda x, y: ex.op("gcd", x, y, dtype=x.dtype), c_promoted(output_of(node)[1]))
+
+
+@lowering(aten.lcm.default)
+def lower_lcm(ctx, node, a, b):
+    # torch: |a / gcd(a, b) * b| (in the C-promoted type), and 0 when both are 0
+    def build(x, y):
+        t = x.dtype
+        divisor = ex.op("gcd", x, y, dtype=t)
+        is_zero = ex.op("eq", divisor, ex.constant(0, t), dtype=torch.bool)
+        safe = ex.op("where", is_zero, ex.constant(1, t), divisor, dtype=t)
+        multiple = ex.op("abs", ex.op("mul", ex.op("truncdiv", x, safe, dtype=t), y, dtype=t), dtype=t)
+        return ex.op("where", is_zero, ex.constant(0, t), multiple, dtype=t)
+
+    return pointwise(node, [a, b], build, c_promoted(output_of(node)[1]))
+
+
+@lowering(aten.ldexp.Tensor)
+def lower_ldexp(ctx, node, x, other):
+    # torch: x * 2.0 ** other
+    return pointwise(node, [x, other], lambda a, e: ex.op(
+        "mul", a, ex.op("pow", ex.constant(2.0, e.dtype), e, dtype=e.dtype), dtype=a.dtype))
+
+
+@lowering(aten.angle.default)
+def lower_angle(ctx, node, x):
+    if x.dtype.is_complex:
+        raise Unsupported("angle of a complex tensor")
+
+    def build(a):
+        f = a.dtype
+        half_turn = ex.op("where", ex.op("lt", a, ex.constant(0, f), dtype=torch.bool), ex.constant(math.pi, f),
+                          ex.constant(0, f), dtype=f)
+        return ex.op("where", ex.op("isnan", a, dtype=torch.bool), a, half_turn, dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+BESSEL_FUNCTIONS = {aten.special_bessel_j0: "j0", aten.special_bessel_j1: "j1",
+                    aten.special_bessel_y0: "y0", aten.special_bessel_y1: "y1"}
+
+
+def _bessel(name):
+    def lower(ctx, node, x):
+        # On CUDA eager runs its own Cephes code: libdevice's versions differ by ~3e-7 in fp64 and
+        # give nan where eager gives 0 at infinity. The CPU interpreter calls torch's own.
+        if output_of(node)[2].type == "cuda":
+            raise Unsupported(f"bessel_{name} on CUDA: libdevice's {name} is not as accurate as "
+                              "eager's (runs through aten)")
+        return pointwise(node, [x], lambda a: ex.op(name, a, dtype=a.dtype))
+    return lower
+
+
+for _target, _name in BESSEL_FUNCTIONS.items():
+    lowering(_target)(_bessel(_name))
+
+
+@lowering(aten.special_spherical_bessel_j0.default)
+def lower_spherical_bessel_j0(ctx, node, x):
+    # sin(x) / x; its Taylor series (terms through x**14) near 0, where the division loses digits
+    def build(a):
+        f = a.dtype
+        square = ex.op("mul", a, a, dtype=f)
+        series = ex.constant((-1) ** 7 / math.factorial(15), f)
+        for k in range(6, -1, -1):
+            series = ex.op("add", ex.constant((-1) ** k / math.factorial(2 * k + 1), f),
+                           ex.op("mul", square, series, dtype=f), dtype=f)
+        ratio = ex.op("truediv", ex.op("sin", a, dtype=f), a, dtype=f)
+        small = ex.op("lt", ex.op("abs", a, dtype=f), ex.constant(0.5, f), dtype=torch.bool)
+        finite = ex.op("where", small, series, ratio, dtype=f)
+        return ex.op("where", ex.op("isinf", a, dtype=torch.bool), ex.constant(0.0, f), finite, dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+def _digamma(a: ex.Expr) -> ex.Expr:
+    """digamma from helpers.digamma_positive, reflected for x < 0: digamma(1 - x) - pi / tan(pi r),
+    r the fractional part of x (tan has period pi; pi * x would round away the digits that matter
+    near the poles), computed in fp64 as torch's CPU kernel does. Like torch: -inf at +0, +inf at
+    -0, NaN at the negative integers and -inf."""
+    f = a.dtype
+
+    def c(value):
+        return ex.constant(value, f)
+
+    negative = ex.op("lt", a, c(0), dtype=torch.bool)
+    reflected = ex.op("where", negative, ex.op("sub", c(1), a, dtype=f), a, dtype=f)
+    positive = ex.op("digamma_positive", reflected, dtype=f)
+    d = torch.float64
+    fraction = ex.to_dtype(ex.op("sub", a, ex.op("trunc", a, dtype=f), dtype=f), d)
+    tangent = ex.op("tan", ex.op("mul", ex.constant(math.pi, d), fraction, dtype=d), dtype=d)
+    cotangent = ex.to_dtype(ex.op("truediv", ex.constant(math.pi, d), tangent, dtype=d), f)
+    value = ex.op("where", negative, ex.op("sub", positive, cotangent, dtype=f), positive, dtype=f)
+    at_zero = ex.op("where", ex.op("signbit", a, dtype=torch.bool), c(math.inf), c(-math.inf), dtype=f)
+    value = ex.op("where", ex.op("eq", a, c(0), dtype=torch.bool), at_zero, value, dtype=f)
+    integer = ex.op("eq", a, ex.op("floor", a, dtype=f), dtype=torch.bool)
+    pole = ex.op("logical_and", negative, integer, dtype=torch.bool)
+    return ex.op("where", pole, c(math.nan), value, dtype=f)
+
+
+@lowering(aten.digamma.default)
+def lower_digamma(ctx, node, x):
+    return pointwise(node, [x], _digamma)
+
+
+@lowering(aten.polygamma.default)
+def lower_polygamma(ctx, node, n, x):
+    if n != 0:
+        raise Unsupported(f"polygamma of order {n} (only order 0, digamma, is generated)")
+    return pointwise(node, [x], _digamma)

@@ -1,0 +1,110 @@
+"""Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
+split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
+angle, ldexp and the special functions (erfcx, i1, Bessel, ndtri, digamma). Eager's values, no fallbacks."""
+import pytest
+import torch
+
+from helpers import check
+
+
+def _x(device, *shape, dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(shape, generator=g) * 5).to(device=device, dtype=dtype)
+
+
+def no_fallback(fn, *args, **tol):
+    report = check(fn, *args, **tol)
+    assert not report.fallbacks, report
+    return report
+
+
+def test_split_chunk_unbind(device):
+    def fn(x):
+        a, b, c = x.split([2, 3, 4], dim=1)
+        d, e = x.chunk(2, dim=0)
+        rows = x.unbind(0)
+        return a * 2, b + c[:, :3], d - e[:1], rows[0] + rows[-1], x.split(4, dim=1)[-1] + 0
+
+    no_fallback(fn, _x(device, 4, 9))
+
+
+def test_repeat_and_unfold(device):
+    def fn(x, s):
+        return (x.repeat(2, 3) + 1, x.repeat(2, 1, 1) * 2, x.unfold(1, 3, 2) - 1, x.unfold(0, 2, 1) * 3,
+                s.unfold(0, 1, 1) + 1)
+
+    no_fallback(fn, _x(device, 3, 7), _x(device))
+
+
+def test_slice_select_diagonal_scatter(device):
+    def fn(x, rows, cols, diag, sub):
+        return (torch.slice_scatter(x, rows, 0, 1, 7, 2), torch.slice_scatter(x, cols, 1, -5, None, 1),
+                torch.select_scatter(x, x[0] * 10, 0, -1), torch.diagonal_scatter(x, diag, 1),
+                torch.diagonal_scatter(x, sub, -2), torch.slice_scatter(x, x * 3, 0))
+
+    x = _x(device, 8, 6)
+    no_fallback(fn, x, _x(device, 3, 6), _x(device, 8, 5), _x(device, 5), _x(device, 6))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+def test_copy_variants_of_views(device, dtype):
+    def fn(x):
+        return (torch.permute_copy(x, (1, 0)), torch.t_copy(x), torch.transpose_copy(x, 0, 1),
+                torch.view_copy(x, (6, 4)), torch.unsqueeze_copy(x, 1), torch.squeeze_copy(x[:1]),
+                torch.slice_copy(x, 1, 1, 5, 2), torch.select_copy(x, 0, 2), torch.diagonal_copy(x, 1),
+                torch.narrow_copy(x, 1, 2, 3), torch.expand_copy(x[:1], (3, 6)),
+                torch.as_strided_copy(x, (2, 2), (6, 1), 1), torch.alias_copy(x), torch.detach_copy(x),
+                torch.unbind_copy(x, 1)[2], torch.split_with_sizes_copy(x, [1, 3], 0)[1])
+
+    x = _x(device, 4, 6, dtype=torch.float32).to(dtype) if dtype != torch.bool else _x(device, 4, 6) > 0
+    no_fallback(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32], ids=str)
+def test_angle_ldexp_erfcx_i1(device, dtype):
+    x = torch.tensor([-2.5, -1.0, 0.0, 0.5, 3.0, 7.0, -0.0, float("nan")], device=device)
+    if not dtype.is_floating_point:
+        x = x[:-1]
+    x = x.to(dtype)
+    e = torch.tensor([1, -3, 0, 4, 2, -1, 5, 0][:x.numel()], device=device)
+    no_fallback(lambda a, b: (torch.angle(a), torch.ldexp(a, b), torch.special.erfcx(a), torch.special.i1(a)),
+                x, e, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_libdevice_special_functions(device, dtype):
+    x = torch.cat([torch.linspace(-12, 12, 49), torch.tensor([0.0, 1e-3, float("inf"), float("nan")])])
+    x = x.to(device=device, dtype=dtype)
+    p = torch.linspace(0.01, 0.99, 25, device=device, dtype=dtype)
+    special = torch.special
+    report = check(lambda t, q: (special.bessel_j0(t), special.bessel_j1(t), special.bessel_y0(t.abs()),
+                                 special.bessel_y1(t.abs() + 0.5), special.modified_bessel_i0(t),
+                                 special.modified_bessel_i1(t), special.spherical_bessel_j0(t),
+                                 special.ndtri(q)),
+                   x, p, atol=1e-5, rtol=1e-5)
+    # eager CUDA's Bessel j/y are its own Cephes code, which libdevice does not match: aten runs them
+    expected = {"aten.special_bessel_j0.default", "aten.special_bessel_j1.default",
+                "aten.special_bessel_y0.default", "aten.special_bessel_y1.default"}
+    assert set(report.fallbacks) == (expected if x.is_cuda else set()), report.fallbacks
+    if x.is_cuda:
+        assert all("libdevice" in reason for reason in report.fallback_reasons.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_modified_bessel_at_infinity(device, dtype):
+    """torch's i0 and i1 (CPU and CUDA) give nan at +-inf, where libdevice gives the limit."""
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 3.0], device=device, dtype=dtype)
+    special = torch.special
+    no_fallback(lambda t: (torch.i0(t), special.i1(t), special.modified_bessel_i0(t),
+                           special.modified_bessel_i1(t)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64], ids=str)
+def test_digamma_and_polygamma_order_0(device, dtype):
+    values = [0.0, -0.0, -1.0, -2.5, 1e-8, 1.4616321, 3.3, 12.0, 1e6, -7.9999, -19.95, 0.25,
+              float("inf"), float("-inf"), float("nan")]
+    if not dtype.is_floating_point:
+        values = [0, -1, 1, 2, 7, 100, -3]
+    x = torch.cat([torch.tensor(values), torch.linspace(-20, 30, 101)]).to(device=device, dtype=dtype) \
+        if dtype.is_floating_point else torch.tensor(values, device=device, dtype=dtype)
+    no_fallback(lambda t: (torch.digamma(t), torch.polygamma(0, t), torch.special.psi(t)), x)
