@@ -1,15 +1,21 @@
 """The GPU launch path with a fake GPU: compile at import, autotune on the first call with the
-written arguments protected, the autotune cache, the generated fast launcher and its guard.
+written arguments protected, the autotune cache, the generated fast launcher and its guard, and
+the decision to use it (Triton's launch-hook knobs; the compiler's own kernels of every kind).
 
 The fake environment stands in for CUDA: its "compiled kernels" run on CPU tensors, found by
 the integer pointers the fast launcher passes, exactly as Triton's launcher receives them."""
+import re
+import types
+
 import pytest
 import torch
 
+import tritonize
 from tritonize.runtime import disk_cache
-from tritonize.runtime.fast_launch import LoadedKernel, generate_launcher
+from tritonize.runtime.fast_launch import LoadedKernel, generate_launcher, hook_installed, launch_hooks_active
 from tritonize.runtime.heuristics import DeviceInfo, KernelShape
-from tritonize.runtime.launcher import GpuKernel
+from tritonize.runtime.launcher import CudaEnvironment, GpuKernel
+from tritonize.runtime.loader import load_source_module
 from tritonize.runtime.triton_compile import ArgSpec
 
 SOURCE = """
@@ -45,11 +51,13 @@ class Handle:
 
 
 class FakeEnv:
+    fast_path = True
+
     def __init__(self, costs=None):
         self.submitted, self.timed, self.launches = [], [], []
         self.costs = costs or {}
         self.tensors = {}  # data_ptr -> tensor, so fake kernels can find their arguments
-        self.device, self.fast_path = 0, True
+        self.device = 0
         self.pool = self
 
     # pool
@@ -243,3 +251,111 @@ def test_broken_compile_glue_falls_back_to_triton_with_a_warning():
         kernel(inout, inp)
     kernel(inout, inp)
     assert len(kernel.fn.generic_calls) == 2 and torch.equal(inout, torch.full((4,), 2.0))
+
+
+# ----------------------------------------------------------------------------- fast-path decision
+
+
+def test_launch_hook_knobs_without_a_hook_leave_the_fast_path_on():
+    # Triton >= 3.5 keeps an (empty) HookChain in the knob where older versions keep None; taking
+    # the chain object itself for an installed hook sent every GPU kernel down the generic path
+    assert not launch_hooks_active()
+    assert CudaEnvironment().fast_path
+    assert not hook_installed(None) and hook_installed(lambda metadata: None)
+    assert not hook_installed(types.SimpleNamespace(calls=[]))
+    assert hook_installed(types.SimpleNamespace(calls=[lambda metadata: None]))
+
+
+def test_an_installed_launch_hook_turns_the_fast_path_off(monkeypatch):
+    from triton import knobs
+
+    def profiler_hook(metadata):
+        pass
+
+    chain = knobs.runtime.launch_enter_hook
+    if hasattr(chain, "add"):  # Triton >= 3.5
+        chain.add(profiler_hook)
+        try:
+            assert launch_hooks_active() and not CudaEnvironment().fast_path
+        finally:
+            chain.remove(profiler_hook)
+    else:
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", profiler_hook)
+        assert launch_hooks_active()
+        monkeypatch.undo()
+    assert not launch_hooks_active()
+
+
+class RecordingEnv(FakeEnv):
+    """Loads real generated kernels' "binaries" as launch recorders (nothing runs); decides on the
+    fast path as CudaEnvironment does."""
+
+    fast_path = CudaEnvironment.fast_path
+
+    def load(self, job, index):
+        def run(gx, gy, gz, stream, function, metadata, launch_md, enter, exit_hook, *args):
+            self.launches.append({"grid": (gx, gy, gz), "job": job, "args": args})
+        return LoadedKernel(run, function=hash(job.blocks), packed_metadata=job.num_warps)
+
+
+LOAD_KERNEL = re.compile(r"= load_kernel\('''\n(.*?)\n''', '(\w+)', (kind=.*?\n\s+arg_dtypes=.*?)\)$", re.S | re.M)
+
+GENERATED = {  # each compiles to at least one kernel of the kind named
+    "pointwise": (lambda x: x * 2 + 1, lambda: [torch.randn(64, 64)]),
+    "pointwise_2d": (lambda x: x.t() + x, lambda: [torch.randn(64, 64)]),
+    "persistent_reduction": (lambda x: x.softmax(-1), lambda: [torch.randn(64, 64)]),
+    "reduction_inner": (lambda x: x.sum(-1), lambda: [torch.randn(64, 9000)]),
+    "reduction_outer": (lambda x: x.sum(0), lambda: [torch.randn(20000, 4)]),
+    "scan": (lambda x: x.cumsum(-1), lambda: [torch.randn(8, 100)]),
+    "looped_scan": (lambda x: x.cumsum(-1), lambda: [torch.randn(2, 5000)]),
+    "random_seed_tensor": (lambda x: torch.nn.functional.dropout(x, 0.5), lambda: [torch.randn(64, 64)]),
+    "index_checks": (lambda x, i: x[i], lambda: [torch.randn(64, 8), torch.randint(0, 64, (10,))]),
+}
+
+
+def generated_kernels(fn, inputs):
+    """(source, name, load_kernel keyword arguments) of each kernel the compiler generates."""
+    wrapper = tritonize.explain(fn, *inputs).wrapper
+    found = []
+    for source, name, kwargs in LOAD_KERNEL.findall(wrapper):
+        found.append((source, name, eval(f"dict({kwargs})", {"torch": torch})))
+    assert found, wrapper
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(GENERATED))
+def test_generated_kernels_of_every_kind_launch_through_the_fast_path(case):
+    """The compiler's own kernels (not hand-written ones) as the GPU runtime sees them: the first
+    call builds a variant, later calls go straight to the generated launcher with integer
+    pointers and the chosen block sizes."""
+    fn, make_inputs = GENERATED[case]
+    kinds = set()
+    for source, name, kw in generated_kernels(fn, make_inputs()):
+        module = load_source_module(source, "kernel", interpret=False)  # a real JITFunction, not run
+        shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
+        env = RecordingEnv()
+        kernel = GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__,
+                           kw["arg_dtypes"], env=env, debug=kw.get("checks", False))
+        assert len(env.submitted) == len(kernel.configs)  # compiles started at import
+        args = [torch.zeros(16, dtype=dtype) for dtype in kw["arg_dtypes"]]
+        kernel(*args)
+        assert kernel.launch is not kernel._fallback and len(kernel.variants) == 1, (case, name)
+        env.launches.clear()
+        kernel(*args)
+        (launch,) = env.launches
+        blocks = kernel.config.blocks
+        expected = [blocks[p] if p in blocks else None for p in module.__dict__[name].arg_names]
+        pointers = iter(a.data_ptr() for a in args)
+        assert list(launch["args"]) == [next(pointers) if v is None else v for v in expected]
+        assert launch["grid"] == (kernel.config.grid[0], 1, 1) and dict(launch["job"].blocks) == blocks
+        assert launch["job"].debug == kw.get("checks", False)
+        kinds.add(kw["kind"])
+    assert case.startswith(tuple(kinds)) or case in ("random_seed_tensor", "index_checks"), kinds
+
+
+def test_arguments_the_fast_path_cannot_take_use_tritons_path():
+    env = FakeEnv()
+    kernel = make_kernel(env)
+    inout = torch.zeros(4)
+    kernel(inout, 1.0)  # a Python float where a pointer is expected: no specialization
+    assert len(kernel.fn.generic_calls) == 1 and kernel.launch == kernel._fallback and not kernel.variants

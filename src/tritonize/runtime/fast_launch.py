@@ -50,9 +50,21 @@ def launch_hooks_active() -> bool:
     try:
         from triton import knobs
 
-        return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+        hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
     except (ImportError, AttributeError):
         return False
+    return any(hook_installed(hook) for hook in hooks)
+
+
+def hook_installed(hook) -> bool:
+    """Whether a launch-hook knob holds a hook. Triton up to 3.4 keeps one callable or None there;
+    from 3.5 on a `HookChain`, present even when empty, whose `calls` lists the hooks added."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    if isinstance(calls, (list, tuple)):
+        return len(calls) > 0
+    return True
 
 
 def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpec, dtypes: list,

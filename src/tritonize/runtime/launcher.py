@@ -76,15 +76,23 @@ class CudaEnvironment:
     def __init__(self):
         import torch
 
-        from .fast_launch import cuda_device_getter, cuda_stream_getter, launch_hooks_active
+        from .fast_launch import cuda_device_getter, cuda_stream_getter
         from .triton_compile import shared_pool
 
         self.torch = torch
         self.pool = shared_pool()
         self.stream = cuda_stream_getter()
         self.current_device = cuda_device_getter()
-        self.fast_path = not launch_hooks_active()
         self._targets: dict = {}
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether a kernel's first call may build a fast launcher: not while Triton launch hooks
+        (a profiler) are installed, since the fast path does not call them. Asked on the slow
+        path only; launchers built before a hook was installed stay in use."""
+        from .fast_launch import launch_hooks_active
+
+        return not launch_hooks_active()
 
     @classmethod
     def shared(cls) -> "CudaEnvironment":
