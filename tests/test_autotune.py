@@ -35,12 +35,17 @@ def _key(config):
 
 
 class FakeTimer:
-    def __init__(self, cost):
-        self.cost, self.timed = cost, []
+    """time_variants for autotune.select: seconds from cost(config); `calls` lists each call's
+    configs (one call times its variants together, taking turns on a GPU)."""
 
-    def __call__(self, variant):
-        self.timed.append(variant.config)
-        return self.cost(variant.config)
+    def __init__(self, cost):
+        self.cost, self.timed, self.calls = cost, [], []
+
+    def __call__(self, variants):
+        configs = [v.config for v in variants]
+        self.calls.append(configs)
+        self.timed += configs
+        return [self.cost(c) for c in configs]
 
 
 SHAPE = KernelShape("reduction", 100_000, 1, 8192)
@@ -56,7 +61,7 @@ def test_fastest_config_wins():
     timer = FakeTimer(lambda c: times[_key(c)])
     result = autotune.select("k", SHAPE, configs, FakeCompiler(), timer, "default", H100)
     assert result.best.config == configs[1] and result.reason == "timed"
-    assert timer.timed == configs and result.timings[configs[0]] == 3e-3
+    assert timer.calls == [configs] and result.timings[configs[0]] == 3e-3  # timed together
 
 
 def test_a_single_candidate_is_not_timed():
@@ -126,9 +131,28 @@ def test_coordinate_descent_walks_to_the_optimum():
     compiler, timer = FakeCompiler(), FakeTimer(cost)
     result = autotune.select("k", shape, start, compiler, timer, "max-autotune", H100)
     assert result.best.config.blocks == {"XBLOCK": best_xblock} and result.best.config.num_warps == best_warps
-    assert len(set(timer.timed)) == len(timer.timed)  # nothing timed twice
+    steps = [c for call in timer.calls[1:] for c in call[1:]]
+    assert len(set(steps)) == len(steps) and not set(steps) & set(timer.calls[0])  # neighbors: once each
+    for before, call in zip(timer.calls, timer.calls[1:]):  # the incumbent is timed again with them
+        assert call[0] == min(before, key=cost)
     default = autotune.select("k", shape, start, FakeCompiler(), FakeTimer(cost), "default", H100)
     assert default.best.config == start[0]  # default mode: no descent
+
+
+def test_descent_compares_with_the_incumbent_timed_alongside():
+    """The start was timed during a slow spell (2x): a neighbor slower than the start's real time
+    but faster than its spell time must not win."""
+    shape = KernelShape("pointwise", 2**24)
+    start = [make_config(shape, {"XBLOCK": 1024}, 4)]
+    calls = []
+
+    def timer(variants):
+        calls.append(variants)
+        spell = 2.0 if len(calls) == 1 else 1.0
+        return [spell * (1e-3 if v.config == start[0] else 1.5e-3) for v in variants]
+
+    result = autotune.select("k", shape, start, FakeCompiler(), timer, "max-autotune", H100)
+    assert result.best.config == start[0] and len(calls) == 2 and calls[1][0].config == start[0]
 
 
 def test_max_autotune_tries_more_than_default():

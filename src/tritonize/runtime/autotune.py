@@ -5,8 +5,10 @@ and in max-autotune mode refine it by coordinate descent.
 The two effects, compiling and timing, come in as functions so the selection logic runs (and is
 tested) without a GPU:
 * compile_many(configs) -> list of Variant or Exception, in the order given;
-* time_variant(variant) -> seconds (the launcher times on the real arguments with the ones the
-  kernel writes protected: benchmarking.WrittenArgs).
+* time_variants(variants) -> seconds for each (the launcher times them together, taking turns
+  run by run, on the real arguments with the ones the kernel writes protected:
+  benchmarking.WrittenArgs). Whatever is compared is timed in one such call: the candidates
+  together, and in coordinate descent the incumbent again with its neighbors.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ class Selection:
 
 
 def select(kernel_name: str, shape: KernelShape, configs: list[LaunchConfig], compile_many: Callable,
-           time_variant: Callable, mode: str, device: DeviceInfo) -> Selection:
+           time_variants: Callable, mode: str, device: DeviceInfo) -> Selection:
     """The fastest usable config of `configs` (plus register-pressure variants, plus coordinate
     descent in max-autotune mode)."""
     variants = _compile(kernel_name, configs, compile_many)
@@ -60,9 +62,9 @@ def select(kernel_name: str, shape: KernelShape, configs: list[LaunchConfig], co
     if len(variants) == 1 and not is_max_autotune(mode):
         return Selection(variants[0], {}, compiled, "only one config")
     timings: dict = {}
-    best = _time_all(kernel_name, variants, time_variant, timings)
+    best = _time_all(kernel_name, variants, time_variants, timings)
     if is_max_autotune(mode):
-        best, extra_compiled = coordinate_descent(kernel_name, shape, best, timings, compile_many, time_variant)
+        best, extra_compiled = coordinate_descent(kernel_name, shape, best, timings, compile_many, time_variants)
         compiled += extra_compiled
     log.debug("tritonize autotune %s: %s (%.2f us) of %d timed", kernel_name, best.config,
               timings.get(best.config, 0) * 1e6, len(timings))
@@ -105,41 +107,47 @@ def _rblock_variants(shape: KernelShape, variants: list[Variant], device: Device
     return extra
 
 
-def _time_all(kernel_name, variants, time_variant, timings) -> Variant:
-    best, best_time = None, float("inf")
-    for v in variants:
-        seconds = _time_one(kernel_name, v, time_variant)
-        timings[v.config] = seconds
-        if best is None or seconds < best_time:
-            best, best_time = v, seconds
-    return best
+def _time_all(kernel_name, variants, time_variants, timings) -> Variant:
+    """Time `variants` together; the fastest (the first of equals) is returned."""
+    for variant, seconds in zip(variants, _time_together(kernel_name, variants, time_variants)):
+        timings[variant.config] = seconds
+    return min(variants, key=lambda v: timings[v.config])
 
 
-def _time_one(kernel_name, variant, time_variant) -> float:
+def _time_together(kernel_name, variants, time_variants) -> list[float]:
     try:
-        return float(time_variant(variant))
+        return [float(s) for s in time_variants(variants)]
+    except Exception:  # one of them fails at run time (resources): find it, time the others alone
+        return [_time_one(kernel_name, v, time_variants) for v in variants]
+
+
+def _time_one(kernel_name, variant, time_variants) -> float:
+    try:
+        return float(time_variants([variant])[0])
     except Exception as err:  # a config that fails at run time (resources) is not chosen
         log.debug("tritonize autotune %s: %s fails to run: %s", kernel_name, variant.config, err)
         return float("inf")
 
 
-def coordinate_descent(kernel_name, shape, best: Variant, timings: dict, compile_many, time_variant):
+def coordinate_descent(kernel_name, shape, best: Variant, timings: dict, compile_many, time_variants):
     """Move to the best neighbor (a block size, num_warps or num_stages doubled or halved) while
-    that gains more than MIN_GAIN; each round compiles the untried neighbors together."""
+    that gains more than MIN_GAIN; each round compiles the untried neighbors together and times
+    them together with the incumbent (whose earlier timing may come from a slower moment)."""
     compiled = 0
+    tried_configs = set(timings)
     for _ in range(MAX_DESCENT_ROUNDS):
-        steps = [c for c in neighbors(shape, best.config) if c not in timings]
+        steps = [c for c in neighbors(shape, best.config) if c not in tried_configs]
         if not steps:
             break
         compiled += len(steps)
+        tried_configs.update(steps)
         tried = drop_spilling(kernel_name, _compile(kernel_name, steps, compile_many, required=False))
         for config in steps:
             timings.setdefault(config, float("inf"))  # failed or spilling: never retried
         if not tried:
             break
-        candidate = _time_all(kernel_name, tried, time_variant, timings)
-        if timings[candidate.config] < timings[best.config] * (1 - MIN_GAIN):
-            best = candidate
-        else:
+        fastest = _time_all(kernel_name, [best] + tried, time_variants, timings)
+        if fastest is best or timings[fastest.config] >= timings[best.config] * (1 - MIN_GAIN):
             break
+        best = fastest
     return best, compiled

@@ -125,10 +125,10 @@ class CudaEnvironment:
 
         return load_on_device(compiled, index)
 
-    def time(self, launch) -> float:
-        from .benchmarking import time_on_gpu
+    def time_many(self, launches) -> list[float]:
+        from .benchmarking import time_on_gpu_interleaved
 
-        return time_on_gpu(launch)
+        return time_on_gpu_interleaved(launches)
 
     def counts(self) -> tuple[int, int]:
         return self.pool.finished, self.pool.submitted
@@ -257,14 +257,14 @@ class GpuKernel(GeneratedKernel):
         protected = WrittenArgs(args, self.written)
         safe_args = []
 
-        def time_variant(variant):
+        def time_variants(variants):
             if not safe_args:
                 safe_args.append(protected.__enter__())
-            return self.env.time(lambda: variant.launch(*safe_args[0]))
+            return self.env.time_many([_launcher(v.launch, safe_args[0]) for v in variants])
 
         try:
             return autotune.select(self.name, self.shape, pending.configs, self._compile_many(spec, pending),
-                                   time_variant, "default" if pending.from_cache else self.mode, device)
+                                   time_variants, "default" if pending.from_cache else self.mode, device)
         finally:
             if safe_args:
                 protected.__exit__(None, None, None)
@@ -275,6 +275,10 @@ class GpuKernel(GeneratedKernel):
         extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
         self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages,
                              **extra)
+
+
+def _launcher(launch, args):
+    return lambda: launch(*args)
 
 
 def _identifier(name: str) -> str:
