@@ -122,3 +122,36 @@ def test_max_autotune_mode_end_to_end():
 
     x, y = torch.randn(300, 200, device=DEVICE), torch.randn(200, 300, device=DEVICE)
     assert_same(tritonize.compile(fn, mode="max-autotune")(x, y), fn(x, y))
+
+
+def test_every_kind_of_generated_kernel_takes_the_fast_path(monkeypatch):
+    """A graph with pointwise (1-D and 2-D), persistent and looped (inner and outer) reductions,
+    and a whole-row and a looped scan: right results, and on CUDA every kernel launches through its
+    generated launcher after the first call."""
+    from tritonize.runtime import launcher
+
+    loaded = []
+    original = launcher.load_kernel
+
+    def recording_load_kernel(*args, **kwargs):
+        kernel = original(*args, **kwargs)
+        loaded.append(kernel)
+        return kernel
+
+    monkeypatch.setattr("tritonize.runtime.wrapper_support.load_kernel", recording_load_kernel)
+
+    def fn(x, wide, tall, long_rows):
+        return (x * 2 + 1, x.t() + x, x.softmax(-1), wide.sum(-1), tall.sum(0), x.cumsum(-1),
+                long_rows.cumsum(-1))
+
+    rows = 64 if DEVICE == "cuda" else 8
+    inputs = (torch.randn(rows, rows, device=DEVICE), torch.randn(rows, 9000, device=DEVICE),
+              torch.randn(20000, 4, device=DEVICE), torch.randn(2, 5000, device=DEVICE))
+    compiled = tritonize.compile(fn)
+    for _ in range(2):
+        assert_same(compiled(*inputs), fn(*inputs), atol=1e-3, rtol=1e-4)
+    kinds = {k.kind for k in loaded}
+    assert {"pointwise", "persistent_reduction", "reduction", "scan", "looped_scan"} <= kinds, kinds
+    if DEVICE == "cuda":
+        slow = [k.name for k in loaded if k.launch == k._fallback or not k.variants]
+        assert not slow, slow

@@ -155,10 +155,6 @@ def clamp(shape: KernelShape, blocks: dict) -> dict:
     return out
 
 
-def _warps_for(elements: int, per_thread: int, lo: int = 1, hi: int = 8) -> int:
-    return max(lo, min(hi, triton.next_power_of_2(max(1, elements // (32 * per_thread)))))
-
-
 # ----------------------------------------------------------------------------- first picks
 # The measured defaults (docs/benchmarks.md): what runs without autotuning, and the first
 # candidate of every list. Changing one of them needs a new measurement (tests/test_heuristics.py).
