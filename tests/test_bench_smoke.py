@@ -61,3 +61,16 @@ def test_gpu_only_benches_import():
         result = subprocess.run([sys.executable, os.path.join(REPO, "bench", script), "--help"], cwd=REPO,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "usage" in result.stdout, result.stderr
+
+
+def test_kernel_suite_compares_default_and_max_autotune_on_cpu():
+    """The tritonize-max back end (mode="max-autotune") runs next to default mode and the summary
+    gives their ratio (on the CPU both run the first pick: this checks the harness only)."""
+    command = [sys.executable, os.path.join(REPO, "bench", "kernels.py"), "--device", "cpu", "--small",
+               "--backends", "tritonize,tritonize-max", "--cases", "gelu_bias", "--rounds", "1"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "src")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("gelu_bias ")]
+    assert len(rows) == 2 and all(line.rstrip().endswith("ok") for line in rows), result.stdout
+    assert "max-autotune vs default" in result.stdout, result.stdout
