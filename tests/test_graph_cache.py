@@ -170,3 +170,32 @@ def test_graphs_with_user_kernels_are_compiled_every_time(cache, device):
     assert [k.name for k in second.user_kernels] == ["add_kernel"]
     torch._dynamo.reset()
     assert_same(torch.compile(fn, backend="tritonize")(x, y), fn(x, y))
+
+
+def test_training_graphs_hit_with_their_output_strides_and_roles(cache, device):
+    """A forward graph that returns a saved tensor dense (normalize's expanded norm) reports its
+    real output strides to AOTAutograd; a cache hit must report the same, or the backward graph
+    is compiled for the stride-0 layout and its size/stride assert fails."""
+    import torch.nn.functional as F
+
+    def fn(x):
+        return F.normalize(x, dim=1) + x.std(1, keepdim=True)
+
+    x = torch.randn(4, 5, device=device)
+    grads, roles = [], []
+    for _ in range(2):
+        torch._dynamo.reset()
+        recorder: list = []
+        compiled = torch.compile(fn, backend=tritonize.backend.make_backend(tritonize.config.make_options(), recorder))
+        leaf = x.clone().requires_grad_(True)
+        compiled(leaf).square().sum().backward()
+        grads.append(leaf.grad)
+        roles.append([a.role for a in recorder if a != "graph"])
+    assert graph_cache.STATS["hit"] == 2 and graph_cache.STATS["miss"] == 2  # forward and backward
+    assert roles[0] == roles[1] == ["forward", "backward"]
+    leaf = x.clone().requires_grad_(True)
+    fn(leaf).square().sum().backward()
+    assert_same(grads[0], leaf.grad)
+    assert_same(grads[1], leaf.grad)
+    entry = graph_cache._load(next(p for p in (cache / "graphs").iterdir()))
+    assert entry.output_strides is not None and all(s is None or isinstance(s, tuple) for s in entry.output_strides)
