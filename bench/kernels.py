@@ -254,14 +254,20 @@ def prepare_backend(case, backend, inputs, expected, device):
 
 
 def time_rounds(prepared, inputs, device, rounds):
-    """{back end: seconds}: the fastest of `rounds` medians, the back ends interleaved round by
-    round. A slow spell of the shared machine (seen on the H100: a whole 100 ms window at twice
-    the usual time, for any back end) then costs one round of one back end, not its figure."""
+    """{back end: seconds, or the failure's description}: the fastest of `rounds` medians, the
+    back ends interleaved round by round. A slow spell of the shared machine (seen on the H100:
+    a whole 100 ms window at twice the usual time, for any back end) then costs one round of one
+    back end, not its figure."""
     times = {backend: [] for backend in prepared}
-    for _ in range(rounds):
+    for _ in range(max(1, rounds)):
         for backend, (fn, _, _) in prepared.items():
-            times[backend].append(common.median_time_s(lambda: fn(*inputs), device))
-    return {backend: min(values) for backend, values in times.items()}
+            if isinstance(times[backend], str):
+                continue  # failed in an earlier round
+            try:
+                times[backend].append(common.median_time_s(lambda: fn(*inputs), device))
+            except Exception as exc:  # a back end's failure is a result, not a crash
+                times[backend] = common.describe_error(exc)
+    return {backend: v if isinstance(v, str) else min(v) for backend, v in times.items()}
 
 
 def run_case(case, backends, device, dtype, small, copy_gbs, rounds=3):
@@ -287,6 +293,9 @@ def run_case(case, backends, device, dtype, small, copy_gbs, rounds=3):
     for backend in backends:
         if backend in failures:
             rows.append(failures[backend])
+            continue
+        if isinstance(seconds[backend], str):
+            rows.append(failure_row(case, backend, seconds[backend]))
             continue
         _, check, kernels = prepared[backend]
         gbs = nbytes / seconds[backend] / 1e9

@@ -40,7 +40,8 @@ def test_strided_masks_are_copied_contiguous(device):
         gm = captured_graph(fn, q, q, q, broadcast_mask(device))
         assert contiguous_attention_masks(gm) == 1
         nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
-        copy, sdpa = [n for n in nodes if n.target == "contiguous"], [n for n in nodes if n.target is F.scaled_dot_product_attention]
+        copy = [n for n in nodes if n.target == "contiguous"]
+        sdpa = [n for n in nodes if n.target is F.scaled_dot_product_attention]
         assert len(copy) == 1 and copy[0] in sdpa[0].all_input_nodes
 
 
@@ -57,3 +58,17 @@ def test_attention_with_a_broadcast_mask_matches_eager(device, fn):
     q, k, v = (torch.randn(2, 4, 16, 8, device=device) for _ in range(3))
     report = check(fn, q, k, v, broadcast_mask(device), atol=1e-5, rtol=1e-5)
     assert not report.fallbacks and report.externs
+
+
+def test_attention_kernels_receive_the_mask_layout_they_were_traced_with(device):
+    """A broadcast mask that is a graph input: the pass's `.contiguous()` becomes an aten.clone we
+    lower as a view, so the attention extern must realize the mask with a contiguous last dim."""
+    q = torch.randn(2, 4, 16, 8, device=device)
+    mask = torch.randn(2, 1, 16, 1, device=device).expand(2, 1, 16, 16)  # additive, stride 0 last
+    report = check(attention_with_mask, q, q, q, mask, atol=1e-5, rtol=1e-5)
+    lines = report.wrapper.splitlines()
+    (call,) = [line for line in lines if "aten._scaled_dot_product" in line]
+    mask_name = call.split("attn_mask=")[1].split(")")[0] if "attn_mask=" in call else \
+        call.split("(")[1].split(",")[3].strip()
+    (allocation,) = [line for line in lines if line.strip().startswith(f"{mask_name} = empty_strided(")]
+    assert "(256, 256, 16, 1)" in allocation, allocation

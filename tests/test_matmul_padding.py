@@ -1,25 +1,25 @@
 """Big matmuls whose output rows are not 16-byte multiples run into padded rows on CUDA
-(codegen/wrapper.pads_output_rows, runtime matmul_padded_rows)."""
+(codegen/wrapper.pads_matmul_columns, runtime matmul_padded_columns)."""
 import pytest
 import torch
 
 from helpers import check
-from tritonize.runtime.wrapper_support import matmul_padded_rows
+from tritonize.runtime.wrapper_support import matmul_padded_columns
 
 aten = torch.ops.aten
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_matmul_padded_rows_values_and_layout(device, dtype):
+def test_matmul_padded_columns_values_and_layout(device, dtype):
     a = torch.randn(33, 20, device=device, dtype=dtype)
     b = torch.randn(20, 51, device=device, dtype=dtype)
     bias = torch.randn(51, device=device, dtype=dtype)
-    product = matmul_padded_rows(aten.mm.out, a, b)
+    product = matmul_padded_columns(aten.mm.out, a, b)
     assert product.is_contiguous() and product.shape == (33, 51)
     torch.testing.assert_close(product, a @ b)
-    torch.testing.assert_close(matmul_padded_rows(aten.addmm.out, bias, a, b, beta=0.5, alpha=2.0),
+    torch.testing.assert_close(matmul_padded_columns(aten.addmm.out, bias, a, b, beta=0.5, alpha=2.0),
                                torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
-    torch.testing.assert_close(matmul_padded_rows(aten.mm.out, a, b.t().contiguous().t()), a @ b)
+    torch.testing.assert_close(matmul_padded_columns(aten.mm.out, a, b.t().contiguous().t()), a @ b)
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])
@@ -31,7 +31,7 @@ def test_lm_head_with_an_odd_vocabulary(device, vocab):
     full_bias = torch.randn(1024, vocab, device=device, dtype=torch.bfloat16)
     for fn in (lambda h, w: h @ w.t(), lambda h, w: torch.nn.functional.linear(h, w, bias)):
         report = check(fn, hidden, weight, atol=2e-2, rtol=2e-2)
-        padded = "matmul_padded_rows(aten." in report.wrapper
+        padded = "matmul_padded_columns(aten." in report.wrapper
         assert padded == (hidden.is_cuda and vocab % 8 != 0), report.wrapper
     report = check(lambda h, w: torch.addmm(full_bias, h, w.t()), hidden, weight, atol=2e-2, rtol=2e-2)
-    assert "matmul_padded_rows(aten." not in report.wrapper  # a 2-D bias is not padded
+    assert "matmul_padded_columns(aten." not in report.wrapper  # a 2-D bias is not padded

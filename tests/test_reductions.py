@@ -209,3 +209,18 @@ def test_sort_and_topk_are_externs_on_purpose(device):
     report = check(fn, x)
     assert not report.fallbacks, report
     assert {"aten.sort.default", "aten.topk.default", "aten.sort.stable"} <= set(report.externs), report.externs
+
+
+@pytest.mark.parametrize("fn, policy", [
+    (lambda t: t.sum(-1), "evict_first"),            # persistent: the row is read once
+    (lambda t: t.mean(-1) * 2, "evict_first"),       # a per-row epilogue adds no second loop
+    (lambda t: t.unfold(1, 64, 1).sum(-1), "evict_last"),  # overlapping windows: read again
+])
+@pytest.mark.parametrize("length", [1000, 12000], ids=["persistent", "looped"])
+def test_l2_policy_of_streamed_loads(fn, policy, length):
+    x = torch.randn(4, length)
+    report = check(fn, x, atol=1e-3, rtol=1e-4)
+    (kernel,) = [k for k in report.kernels if k.kind in ("reduction", "persistent_reduction")]
+    loads = [line for line in kernel.source.splitlines() if "tl.load(in_ptr0" in line]
+    assert loads and all(policy in line for line in loads), kernel.source
+    assert kernel.source.count("for roffset") <= 1

@@ -183,7 +183,8 @@ def _stages(members, pairs: dict) -> list[Stage]:
             ready = available[pairs[m.buffer.name].buffer.name] - 1
         available[m.buffer.name] = ready + 1 if m.role == "reduction" else ready
         placed.append((m, ready))
-    count = max([r + 1 for _, r in placed] + [1])
+    # per-row values need no loop of their own: a stage exists for reductions and full stores only
+    count = max([r + 1 for m, r in placed if m.role != "row"] + [1])
     stages = [Stage() for _ in range(count)]
     for m, ready in placed:
         if m.role == "reduction":
@@ -239,12 +240,21 @@ class _ReductionWriter(_BodyWriter):
         if not index.free_symbols & self.space.r_symbols:
             return ""
         coeffs = affine_coefficients(index, sorted(symbols, key=str))
-        streamed = coeffs is not None and all(coeffs.get(s, 0) for s in symbols)
+        streamed = coeffs is not None and all(coeffs.get(s, 0) for s in symbols) and \
+            self._reaches_every_point_once(coeffs)
         if not streamed:
             return ", eviction_policy='evict_last'"
         # read once: evict_first (H100, 2026-11-22: sum_last 80% -> 88% of copy bandwidth,
         # var_mean 80% -> 89%, sum_first 61% -> 76%); a row read again by a later pass stays
         return ", eviction_policy='evict_first'" if self.passes == 1 else ""
+
+    def _reaches_every_point_once(self, coeffs: dict) -> bool:
+        """Whether an affine index could address a distinct element for every point of the
+        kernel's domain: its span must cover as many elements as there are points (overlapping
+        windows, e.g. x.unfold(0, 64, 1).sum(-1), read elements several times: no evict_first)."""
+        extents = dict(self.space.x_dims + self.space.r_dims)
+        span = 1 + sum(abs(int(coeffs.get(s, 0))) * (n - 1) for s, n in extents.items())
+        return span >= self.space.xnumel * self.space.rnumel
 
     def _render(self, e: ex.Expr, mask):
         """Division by a row's value (softmax's sum) multiplies by its reciprocal, computed once

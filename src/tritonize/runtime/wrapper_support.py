@@ -39,7 +39,7 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
-def matmul_padded_rows(out_op, *args, **kwargs) -> torch.Tensor:
+def matmul_padded_columns(out_op, *args, **kwargs) -> torch.Tensor:
     """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) with the output's columns padded to a
     multiple of 16 bytes, returned dense. cuBLAS takes an unvectorized kernel when that width is
     not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an H100 that way,
