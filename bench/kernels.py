@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python3 bench/kernels.py                       # all cases, all back ends, CUDA
     PYTHONPATH=src python3 bench/kernels.py --cases softmax,layer_norm --backends eager,tritonize
+    PYTHONPATH=src python3 bench/kernels.py --backends eager,inductor,tritonize,tritonize-max
     python3 bench/kernels.py --device cpu --small --backends eager  # smoke test, tiny sizes
 
 For every case and back end it reports the median time (warm-up excluded; the back ends are timed
@@ -306,8 +307,8 @@ def run_case(case, backends, device, dtype, small, copy_gbs, rounds=3):
 
 
 def summary_lines(rows, backends):
-    """Geomean speedup over eager per back end, and tritonize against Inductor, over the cases
-    where both ran."""
+    """Geomean speedup over eager per back end, tritonize against Inductor, and default mode
+    against max-autotune, over the cases where both ran."""
     times = {(row[0], row[1]): row[2] for row in rows if isinstance(row[2], float)}
 
     def ratio(slow, fast):
@@ -320,6 +321,9 @@ def summary_lines(rows, backends):
     if "inductor" in backends and "tritonize" in backends:
         lines.append("tritonize vs inductor (inductor time / tritonize time, >1 = tritonize faster): "
                      + ratio("inductor", "tritonize"))
+    if "tritonize" in backends and "tritonize-max" in backends:
+        lines.append("max-autotune vs default (default time / max-autotune time, <= 1.10 is the goal): "
+                     + ratio("tritonize", "tritonize-max"))
     return lines
 
 
@@ -331,7 +335,8 @@ def parse_args(argv=None):
     parser.add_argument("--cases", default=",".join(CASES_BY_NAME),
                         help="comma-separated case names (default: all)")
     parser.add_argument("--backends", default=",".join(common.BACKENDS),
-                        help="comma-separated back ends (default: eager,inductor,tritonize)")
+                        help="comma-separated back ends (default: eager,inductor,tritonize; also "
+                             "tritonize-max: mode=\"max-autotune\")")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--small", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
@@ -350,7 +355,7 @@ def main(argv=None):
         return 0
     names = common.parse_list(args.cases, list(CASES_BY_NAME), "cases", strict=False)
     cases = [CASES_BY_NAME[n] for n in names]
-    backends = common.parse_list(args.backends, common.BACKENDS, "back ends")
+    backends = common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends")
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")
     dtype = getattr(torch, args.dtype)

@@ -3,14 +3,17 @@ reaches the most bandwidth on the kernel suite's reduction cases. Feeds runtime/
 
     PYTHONPATH=src python3 bench/reduction_configs.py [--cases softmax,sum_last,...]
 
-For each case the default compile is timed first; then the case's big reduction kernel (the one
-over >= 1M elements) is forced to each candidate config (the rest keep the heuristic) and the
-whole compiled function is timed again. Prints the best few configs per case.
+For each case the default compile is timed first (default mode: the heuristic's candidates,
+timed); then the case's big reduction kernel (the one over >= 1M elements) is forced to each
+candidate config (the rest keep the heuristics) and the whole compiled function is timed again.
+Prints the best few configs per case. bench/autotune_check.py compares default mode with
+max-autotune instead.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 
 import torch
 import triton
@@ -38,21 +41,21 @@ def candidates(kind: str, hint: str, rnumel: int):
         yield {"XBLOCK": xblock, "RBLOCK": rblock}, warps
 
 
-def forced_picker(original, seen: list, forced):
-    def pick(kind, xnumel, ynumel, rnumel, on_gpu, hint=""):
-        if kind in REDUCTION_KINDS and xnumel * rnumel >= 1 << 20:
-            seen.append((kind, hint, xnumel, rnumel))
+def forced_candidates(original, seen: list, forced):
+    """runtime/launcher.py's candidate list, with the big reduction kernel forced to one config."""
+    def pick(shape, mode, on_gpu, device=None):
+        if shape.kind in REDUCTION_KINDS and shape.xnumel * shape.rnumel >= 1 << 20:
+            seen.append((shape.kind, shape.hint or "", shape.xnumel, shape.rnumel))
             if forced is not None:
                 blocks, warps = forced
-                return heuristics.LaunchConfig(dict(blocks), warps,
-                                               (triton.cdiv(xnumel, blocks["XBLOCK"]),))
-        return original(kind, xnumel, ynumel, rnumel, on_gpu, hint)
+                return [heuristics.make_config(shape, blocks, warps)]
+        return original(shape, mode, on_gpu, device)
     return pick
 
 
 def time_case(fn, args, forced, seen):
-    original = launcher.pick_config
-    launcher.pick_config = forced_picker(original, seen, forced)
+    original = launcher.candidates
+    launcher.candidates = forced_candidates(original, seen, forced)
     try:
         loader._MODULES.clear()  # the wrapper re-imports and picks configs again
         torch._dynamo.reset()
@@ -63,7 +66,7 @@ def time_case(fn, args, forced, seen):
         print(f"    {forced}: {type(err).__name__}: {str(err).splitlines()[0][:100]}")
         return None
     finally:
-        launcher.pick_config = original
+        launcher.candidates = original
 
 
 def sweep(case, copy_gbs):
@@ -100,6 +103,7 @@ def main():
     if options.looped:
         from tritonize.codegen import reduction_kernel
         reduction_kernel.MAX_PERSISTENT_RBLOCK = 1
+    os.environ["TRITONIZE_CACHE"] = "0"  # every forced config compiled and timed afresh
     src = torch.empty(2**29, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     copy_gbs = 2 * src.numel() / triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6

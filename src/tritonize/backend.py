@@ -1,6 +1,7 @@
 """The torch.compile entry: Dynamo hands us a torch-level FX graph (graph_passes adjusts it);
 AOTAutograd with our decompositions turns it into aten graphs (an inference graph, or a forward
-and a backward graph when training), and each aten graph goes through pipeline.compile_graph."""
+and a backward graph when training), and each aten graph goes through pipeline.compile_graph
+(by way of graph_cache.compile_graph_cached, which may find it compiled on disk)."""
 from __future__ import annotations
 
 import itertools
@@ -9,9 +10,9 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from .config import Options, make_options
+from .graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
 from .lower.decompositions import decomposition_table
-from .pipeline import compile_graph
 
 _GRAPH_IDS = itertools.count()
 
@@ -22,7 +23,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
 
     def aten_compiler(role: str):
         def compile_aten(gm, example_inputs):
-            compiled = compile_graph(gm, example_inputs, options, next(_GRAPH_IDS))
+            compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
             compiled.artifacts.role = role
             report_output_strides(compiled)
             if recorder is not None:

@@ -41,9 +41,11 @@ class CompiledGraph:
 
     _boxed_call = True
 
-    def __init__(self, call, artifacts: GraphArtifacts, output_strides: list | None = None):
+    def __init__(self, call, artifacts: GraphArtifacts, constants: dict | None = None,
+                 output_strides: list | None = None):
         self.call = call
         self.artifacts = artifacts
+        self.constants = constants or {}  # the wrapper's CONSTANTS (kept for the graph cache)
         self.output_strides = output_strides
 
     @torch._dynamo.disable
@@ -64,9 +66,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         kernels, calls = render_kernels(plan, graph, dump)
         device = graph_device(example_inputs, gm)
         check_kernel_devices(calls.values(), graph.buffers, device)
-        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}")
+        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
+                                             options.mode)
         dump.write("4_wrapper.py", wrapper)
-        module = load_source_module(wrapper, "wrapper", interpret=False)
+        # A wrapper with constants gets a module of its own: another graph may have the same
+        # source but other constant values.
+        module = load_source_module(wrapper, "wrapper", interpret=False, shared=not constants)
     except Unsupported as err:
         return eager_graph(gm, f"graph runs through aten: {err}")
     except CompileError as err:
@@ -84,7 +89,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         wrapper,
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
     output_strides = [tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
-    return CompiledGraph(module.call, artifacts, output_strides)
+    return CompiledGraph(module.call, artifacts, constants, output_strides)
 
 
 def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:

@@ -1,35 +1,64 @@
-"""Launching generated kernels with their heuristic launch configuration."""
+"""Generated kernels as the wrapper sees them: `load_kernel(...)` once at import, then
+`kernel(*pointers)` per call.
+
+On the CPU (Triton's interpreter) a kernel runs with the heuristic's first config, no timing.
+
+On the GPU:
+1. At import, when the wrapper gives the argument dtypes, the candidate configs (or the one the
+   autotune cache remembers) start compiling in the shared pool (runtime/triton_compile.py), so
+   all kernels of a graph compile together.
+2. The first call computes the specialization from the real arguments (dtypes, 16-byte
+   alignment, device), waits for those compiles (or starts them if the specialization differs
+   from the assumed one), loads the binaries, and, when there is more than one candidate,
+   autotunes on the real arguments with the written ones protected (runtime/autotune.py,
+   runtime/benchmarking.py). The choice goes to the autotune cache.
+3. Every later call goes through a generated launch function (runtime/fast_launch.py) whose
+   guard sends a different specialization back to step 2 for that specialization.
+Everything that touches the GPU is in `CudaEnvironment`; tests pass a fake one.
+"""
 from __future__ import annotations
+
+import logging
+import re
+import threading
+import warnings
 
 from triton.runtime.errors import InterpreterError
 
-from .heuristics import pick_config
+from . import autotune, autotune_cache
+from .benchmarking import WrittenArgs, written_params
+from .heuristics import DeviceInfo, KernelShape, candidates
 from .interpreter_checks import IndexOutOfBoundsError
 from .loader import load_source_module
+from .progress import wait_all
+from .triton_compile import ArgSpec, CompileJob
+
+log = logging.getLogger("tritonize.autotune")
 
 
 class GeneratedKernel:
-    """A compiled (GPU) or interpreted (CPU) kernel with a fixed grid and block sizes."""
+    """A kernel with its launch config; calling it launches on the given pointers."""
 
-    def __init__(self, fn, name: str, kind: str, sizes: tuple[int, int, int], hint: str, on_gpu: bool,
-                 checks: bool = False):
-        self.fn = fn
-        self.name = name
-        self.kind = kind
-        xnumel, ynumel, rnumel = sizes
-        self.config = pick_config(kind, xnumel, ynumel, rnumel, on_gpu, hint)
-        self.launch_kwargs = dict(self.config.blocks)
-        if on_gpu:
-            self.launch_kwargs["num_warps"] = self.config.num_warps
-            if checks:  # bounds checks are device asserts: compiled in only in debug mode
-                self.launch_kwargs.update(debug=True, sanitize_overflow=False)
-        self.on_gpu = on_gpu
+    def __init__(self, fn, name: str, shape: KernelShape, config):
+        self.fn, self.name, self.shape, self.config = fn, name, shape, config
+
+    @property
+    def kind(self) -> str:
+        return self.shape.kind
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, {self.kind}, grid={self.config.grid}, {self.config})"
+
+
+class InterpretedKernel(GeneratedKernel):
+    """CPU: Triton's interpreter with the heuristic's first pick."""
+
+    def __init__(self, fn, name: str, shape: KernelShape):
+        super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0])
         self.runner = fn[self.config.grid]
+        self.launch_kwargs = dict(self.config.blocks)
 
     def __call__(self, *args):
-        if self.on_gpu:
-            self.runner(*args, **self.launch_kwargs)
-            return
         try:
             self.runner(*args, **self.launch_kwargs)
         except InterpreterError as err:  # an index out of bounds is the user's error: say it plainly
@@ -37,13 +66,247 @@ class GeneratedKernel:
                 raise IndexOutOfBoundsError(f"{err.__cause__} (kernel {self.name})") from None
             raise
 
-    def __repr__(self) -> str:
-        return f"GeneratedKernel({self.name}, {self.kind}, grid={self.config.grid}, {self.config.blocks})"
+
+class CudaEnvironment:
+    """The GPU side of launching: compile pool, target, device facts, loading, timing."""
+
+    _shared = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self):
+        import torch
+
+        from .fast_launch import cuda_device_getter, cuda_stream_getter
+        from .triton_compile import shared_pool
+
+        self.torch = torch
+        self.pool = shared_pool()
+        self.stream = cuda_stream_getter()
+        self.current_device = cuda_device_getter()
+        self._targets: dict = {}
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether a kernel's first call may build a fast launcher: not while Triton launch hooks
+        (a profiler) are installed, since the fast path does not call them. Asked on the slow
+        path only; launchers built before a hook was installed stay in use."""
+        from .fast_launch import launch_hooks_active
+
+        return not launch_hooks_active()
+
+    @classmethod
+    def shared(cls) -> "CudaEnvironment":
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def device_index(self) -> int:
+        return self.torch.cuda.current_device()
+
+    def target(self, index: int) -> tuple:
+        if index not in self._targets:
+            from .triton_compile import current_target
+
+            with self.torch.cuda.device(index):
+                self._targets[index] = current_target()
+        return self._targets[index]
+
+    def device_info(self, index: int) -> DeviceInfo:
+        props = self.torch.cuda.get_device_properties(index)
+        return DeviceInfo(props.multi_processor_count, getattr(props, "regs_per_multiprocessor", 65536),
+                          getattr(props, "max_threads_per_multi_processor", 2048), getattr(props, "warp_size", 32))
+
+    def gpu_name(self, index: int) -> str:
+        return self.torch.cuda.get_device_name(index)
+
+    def load(self, compiled, index: int):
+        from .fast_launch import load_on_device
+
+        return load_on_device(compiled, index)
+
+    def time_many(self, launches) -> list[float]:
+        from .benchmarking import time_on_gpu_interleaved
+
+        return time_on_gpu_interleaved(launches)
+
+    def counts(self) -> tuple[int, int]:
+        return self.pool.finished, self.pool.submitted
+
+
+class _Pending:
+    """Compiles under way for one specialization."""
+
+    def __init__(self, configs, handles, cache_key, from_cache):
+        self.configs, self.handles = configs, handles
+        self.cache_key, self.from_cache = cache_key, from_cache
+
+
+class GpuKernel(GeneratedKernel):
+    """GPU: compiled ahead where possible, autotuned on first call, launched by a fast path."""
+
+    def __init__(self, fn, name: str, source: str, shape: KernelShape, mode: str, module_path: str,
+                 arg_dtypes=None, env=None, debug: bool = False):
+        self.env = env or CudaEnvironment.shared()
+        self.debug = debug  # compiled with device asserts (the kernel checks indirect indices)
+        device = self.env.device_index()
+        self.configs = candidates(shape, mode, on_gpu=True, device=self.env.device_info(device))
+        super().__init__(fn, name, shape, self.configs[0])
+        self.source, self.mode, self.module_path = source, mode, module_path
+        self.params = list(fn.arg_names)
+        self.positional = [p for p in self.params if p not in self.config.blocks]
+        self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
+        self.variants: dict = {}  # ArgSpec -> guarded launch function
+        self.pending: dict = {}  # ArgSpec -> _Pending
+        self.launch = self._fallback
+        self._lock = threading.RLock()
+        if arg_dtypes is not None:
+            spec = ArgSpec.assumed(arg_dtypes, device)
+            if spec is not None and len(spec.args) == len(self.positional):
+                self.pending[spec] = self._submit(spec)
+
+    def __call__(self, *args):
+        return self.launch(*args)
+
+    # --- compiling ---------------------------------------------------------------------------
+    def _job(self, config, spec: ArgSpec) -> CompileJob:
+        return CompileJob(self.module_path, self.name, spec, tuple(sorted(config.blocks.items())),
+                          config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
+
+    def _submit(self, spec: ArgSpec, use_cache: bool = True) -> _Pending:
+        configs, key, cached = self.configs, None, None
+        if len(self.configs) > 1 or autotune.is_max_autotune(self.mode):
+            key = autotune_cache.cache_key(self.source, self.shape, spec, self.mode,
+                                           self.env.gpu_name(spec.device), self.configs)
+            cached = autotune_cache.load(key, self.shape) if use_cache else None
+            if cached is not None:
+                configs = [cached]
+        handles = [self.env.pool.submit(self.fn, self._job(c, spec)) for c in configs]
+        return _Pending(configs, handles, key, cached is not None)
+
+    def _compile_many(self, spec: ArgSpec, pending: _Pending):
+        known = dict(zip(pending.configs, pending.handles))
+
+        def compile_many(configs):
+            handles = [known.get(c) or self.env.pool.submit(self.fn, self._job(c, spec)) for c in configs]
+            results = wait_all(handles, "compiling kernels", self.env.counts)
+            return [r if isinstance(r, Exception) else self._variant(c, r, spec) for c, r in zip(configs, results)]
+        return compile_many
+
+    def _variant(self, config, compiled, spec: ArgSpec):
+        from .fast_launch import generate_launcher
+
+        try:
+            loaded = self.env.load(compiled, spec.device)
+        except Exception as err:  # out of resources (shared memory, threads) on this device
+            return err
+        dtypes = [_torch_dtype(kind) for kind, _ in spec.args]
+        launcher = generate_launcher(self.params, config.blocks, config.grid, spec, dtypes, loaded,
+                                     self.env.stream, self.env.current_device, self._fallback,
+                                     name=_identifier(self.name))
+        return autotune.Variant(config, launcher.unchecked, loaded.n_regs, loaded.n_spills, launcher)
+
+    # --- choosing ----------------------------------------------------------------------------
+    def _fallback(self, *args):
+        """First call, and any call whose specialization the fast path was not built for."""
+        spec = ArgSpec.of(args, self.env.device_index()) if len(args) == len(self.positional) else None
+        if spec is None or not self.env.fast_path or any(p.startswith("_") for p in self.positional):
+            return self._generic(*args)
+        launcher = self.variants.get(spec)
+        if launcher is None:
+            with self._lock:
+                launcher = self.variants.get(spec)
+                if launcher is None:
+                    try:
+                        launcher = self._build(spec, args)
+                    except Exception as err:  # noqa: BLE001  (reported, then Triton's own path decides)
+                        return self._give_up_fast_path(err, *args)
+                self.variants[spec] = launcher
+                if self.launch == self._fallback:
+                    self.launch = launcher
+        return launcher.unchecked(*args)
+
+    def _give_up_fast_path(self, err: Exception, *args):
+        """Our compile or launch glue failed: say so and use Triton's launch path for this kernel
+        (where a real error in the kernel is raised by Triton itself)."""
+        warnings.warn(f"tritonize: kernel {self.name}: autotuned fast launch unavailable "
+                      f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                      f"launching through Triton with {self.config}")
+        self.launch = self._generic
+        return self._generic(*args)
+
+    def _build(self, spec: ArgSpec, args):
+        pending = self.pending.pop(spec, None) or self._submit(spec)
+        try:
+            selection = self._select(spec, pending, args)
+        except autotune.NoUsableConfig:
+            if not pending.from_cache:
+                raise
+            log.debug("tritonize: cached config of %s does not compile here; tuning again", self.name)
+            pending = self._submit(spec, use_cache=False)
+            selection = self._select(spec, pending, args)
+        self.config = selection.best.config
+        if pending.cache_key is not None and selection.reason == "timed":
+            autotune_cache.store(pending.cache_key, self.name, self.config, selection.timings, self.mode)
+        return selection.best.guarded
+
+    def _select(self, spec: ArgSpec, pending: _Pending, args) -> autotune.Selection:
+        """Autotune on the real arguments; the written ones are cloned (or saved) only if a
+        timing run happens."""
+        device = self.env.device_info(spec.device)
+        protected = WrittenArgs(args, self.written)
+        safe_args = []
+
+        def time_variants(variants):
+            if not safe_args:
+                safe_args.append(protected.__enter__())
+            return self.env.time_many([_launcher(v.launch, safe_args[0]) for v in variants])
+
+        try:
+            return autotune.select(self.name, self.shape, pending.configs, self._compile_many(spec, pending),
+                                   time_variants, "default" if pending.from_cache else self.mode, device)
+        finally:
+            if safe_args:
+                protected.__exit__(None, None, None)
+
+    def _generic(self, *args):
+        """Triton's own launch path (unusual arguments, or launch hooks installed)."""
+        config = self.config
+        extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
+        self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages,
+                             **extra)
+
+
+def _launcher(launch, args):
+    return lambda: launch(*args)
+
+
+def _identifier(name: str) -> str:
+    text = re.sub(r"\W", "_", name)
+    return f"launch_{text}"
+
+
+def _torch_dtype(kind: str):
+    from .triton_compile import _POINTER_TYPES
+
+    for dtype, code in _POINTER_TYPES.items():
+        if code == kind:
+            return dtype
+    raise KeyError(kind)
 
 
 def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int, ynumel: int = 1,
-                rnumel: int = 1, hint: str = "", device: str = "cuda", checks: bool = False):
-    """checks: the kernel calls runtime/index_checks.py (bounds checks of indirect indices)."""
+                rnumel: int = 1, hint: str | None = None, device: str = "cuda", checks: bool = False,
+                mode: str = "default", arg_dtypes=None):
+    """Load a generated kernel. hint: for reductions, "inner" or "outer" (which way the inputs
+    are contiguous), or ""; checks: the kernel calls runtime/index_checks.py (bounds checks of
+    indirect indices; on the GPU compiled in debug mode); mode: "default" or "max-autotune"
+    (how many configs to try); arg_dtypes: the pointer arguments' dtypes, which let compilation
+    start at import."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
-    return GeneratedKernel(getattr(module, name), name, kind, (xnumel, ynumel, rnumel), hint, on_gpu, checks)
+    shape = KernelShape(kind, xnumel, ynumel, rnumel, hint)
+    fn = getattr(module, name)
+    if not on_gpu:
+        return InterpretedKernel(fn, name, shape)
+    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks)

@@ -1,21 +1,25 @@
 """Loading generated source as Python modules, for the GPU (Triton JIT) or the CPU (interpreter).
 
-Source is written once to the cache directory under its content hash and imported from there
-(Triton needs a real file to read kernel source). CPU modules are executed with TRITON_INTERPRET
-set only while they load, so only our own kernels are interpreted; their `libdevice`, `helpers`
-and `checks` names are then bound to the interpreter twins (and the helpers' reduce and scan to
-runtime/interpreter_tiles.py), and `range` to runtime/interpreter_range.py. Before the first CPU
-module loads, the work-arounds for interpreter bugs in runtime/interpreter_fixes.py are applied.
+Source is written once to the modules directory (runtime/disk_cache.py: private, mode 0700)
+under its content hash and imported from there (Triton needs a real file to read kernel source).
+CPU modules are executed with TRITON_INTERPRET set only while they load, so only our own kernels
+are interpreted; their `libdevice`, `helpers` and `checks` names are then bound to the interpreter
+twins (and the helpers' reduce and scan to runtime/interpreter_tiles.py), and `range` to
+runtime/interpreter_range.py. Before the first CPU module loads, the work-arounds for interpreter
+bugs in runtime/interpreter_fixes.py are applied.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import importlib.util
+import itertools
 import os
 import pathlib
 import sys
 import threading
+
+from .disk_cache import module_dir, write_atomic
 
 # Kernel sources import these by name. Import them here, outside any interpreter scope, so the
 # regular modules (what GPU kernels call) exist before a CPU kernel loads under TRITON_INTERPRET.
@@ -23,14 +27,12 @@ from . import index_checks, triton_helpers  # noqa: E402,F401
 
 _LOCK = threading.Lock()
 _MODULES: dict = {}
+_PRIVATE_IDS = itertools.count()
 
 
 def cache_dir() -> pathlib.Path:
-    root = os.environ.get("TRITONIZE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tritonize")
-    path = pathlib.Path(root)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    """Where generated modules are written (see runtime/disk_cache.py for the rules)."""
+    return module_dir()
 
 
 def source_hash(source: str) -> str:
@@ -54,13 +56,13 @@ def interpret_scope(enabled: bool):
 
 
 def _write_source(source: str, stem: str) -> pathlib.Path:
-    directory = cache_dir() / "modules"
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = directory / f"{stem}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+    path = module_dir() / f"{stem}.py"
+    try:
+        unchanged = path.read_text() == source
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        write_atomic(path, source.encode())
     return path
 
 
@@ -92,15 +94,19 @@ def interpreter_helpers():
         return _MODULES[key]
 
 
-def load_source_module(source: str, prefix: str, interpret: bool):
-    """Import `source` as a module (once per distinct source and target)."""
+def load_source_module(source: str, prefix: str, interpret: bool, shared: bool = True):
+    """Import `source` as a module (once per distinct source and target).
+
+    shared=False gives a module of its own (for wrappers whose CONSTANTS differ from those of
+    another graph with the same source)."""
     digest = source_hash(source)
     key = (digest, interpret)
     with _LOCK:
-        if key in _MODULES:
+        if shared and key in _MODULES:
             return _MODULES[key]
     path = _write_source(source, f"{prefix}_{digest}")
-    module = _exec_module(path, f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}", interpret)
+    name = f"tritonize_{prefix}_{digest}_{'cpu' if interpret else 'gpu'}"
+    module = _exec_module(path, name if shared else f"{name}_{next(_PRIVATE_IDS)}", interpret)
     if interpret:
         from . import interpreter_checks, interpreter_libdevice
         from .interpreter_range import interpreter_range
@@ -109,6 +115,8 @@ def load_source_module(source: str, prefix: str, interpret: bool):
         module.libdevice = interpreter_libdevice
         module.helpers = interpreter_helpers()
         module.checks = interpreter_checks
+    if not shared:
+        return module
     with _LOCK:
         _MODULES.setdefault(key, module)
         return _MODULES[key]

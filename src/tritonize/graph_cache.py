@@ -1,0 +1,202 @@
+"""The compiled-graph cache: a second process skips lowering, scheduling and code generation.
+
+`compile_graph_cached` wraps pipeline.compile_graph. On a miss it compiles and stores the
+artifact: the wrapper source (kernels inline), its CONSTANTS, the strides of its outputs (which
+the backend reports to AOTAutograd), and the explain() report data (kernels, fallbacks, externs;
+the backend sets the graph's role on hits and misses alike). On a hit it imports the stored
+wrapper; its kernels then compile through Triton's own binary cache and pick their configs
+from the autotune cache, so a warm process does neither code generation, nor Triton
+compilation, nor timing.
+
+The key covers everything that can change the generated code:
+* the aten graph as text, with every value's dtype, size, stride and device (comment lines,
+  which hold source locations, are left out), and the contents of its tensor constants;
+* each input's size, stride, dtype and device (plain Python values by type and value);
+* the options that reach code generation (mode, fallback);
+* torch, triton, Python and tritonize versions (tritonize's: a hash of its source files), the
+  default dtype and the float32 matmul precision.
+Graphs that cannot be keyed (symbolic sizes, unknown input types) and graphs run through aten
+are not cached; neither is anything while a debug directory is set (so every stage is dumped).
+Entries are checksummed and written atomically (runtime/disk_cache.py); a damaged or unloadable
+entry is a miss, reported at debug level, and is replaced by the fresh compile.
+"""
+from __future__ import annotations
+
+import base64
+import collections
+import hashlib
+import json
+import logging
+import platform
+
+import torch
+
+from .pipeline import CompiledGraph, compile_graph
+from .report import GraphArtifacts, KernelInfo
+from .runtime import disk_cache
+from .runtime.loader import load_source_module
+
+log = logging.getLogger("tritonize.cache")
+
+# Hits, misses, stores and skipped graphs in this process (read by bench/compile_cache.py).
+STATS: collections.Counter = collections.Counter()
+
+
+def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, graph_id: int) -> CompiledGraph:
+    directory = disk_cache.entry_dir("graphs") if options.debug_dir is None else None
+    key = graph_key(gm, example_inputs, options) if directory is not None else None
+    if key is None:
+        STATS["uncached"] += 1
+        return compile_graph(gm, example_inputs, options, graph_id)
+    path = directory / f"{key}.entry"
+    hit = _load(path)
+    if hit is not None:
+        STATS["hit"] += 1
+        log.debug("tritonize cache: graph %d is a hit (%s)", graph_id, key)
+        return hit
+    STATS["miss"] += 1
+    compiled = compile_graph(gm, example_inputs, options, graph_id)
+    if compiled.artifacts.eager_reason is None and compiled.artifacts.wrapper:
+        payload = _serialize(compiled)
+        if payload is not None and disk_cache.write_entry(path, payload):
+            STATS["store"] += 1
+    return compiled
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
+    inputs = [_input_key(x) for x in example_inputs]
+    if any(k is None for k in inputs):
+        return None
+    try:
+        text = graph_text(gm)
+        with _real_tensors():
+            constants = _constants_digest(gm)
+    except Exception as err:  # an unusual graph: compile it, do not cache it
+        log.debug("tritonize cache: graph not keyed: %s: %s", type(err).__name__, err)
+        return None
+    import triton
+
+    versions = [torch.__version__, triton.__version__, platform.python_version(), disk_cache.tritonize_version()]
+    settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision()]
+    return disk_cache.stable_hash("graph-v2", text, inputs, constants, [options.mode, options.fallback],
+                                  versions, settings)
+
+
+def graph_text(gm: torch.fx.GraphModule) -> str:
+    """The graph's code with each value's dtype, size, stride and device, no comment lines."""
+    text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _input_key(value):
+    if isinstance(value, torch.Tensor):
+        sizes = list(value.shape) + list(value.stride())
+        if not all(type(s) is int for s in sizes):
+            return None  # symbolic sizes
+        return ["tensor", list(value.shape), list(value.stride()), str(value.dtype), str(value.device),
+                value.requires_grad]
+    if value is None or type(value) in (bool, int, float, str):
+        return [type(value).__name__, value]
+    return None
+
+
+def _constants_digest(gm: torch.fx.GraphModule) -> list:
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = gm
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if isinstance(value, torch.Tensor):
+            data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            digest = hashlib.sha256(data.numpy().tobytes()).hexdigest()
+            found.append([node.target, str(value.dtype), list(value.shape), list(value.stride()), digest])
+        else:
+            found.append([node.target, type(value).__name__])  # a submodule: its code is in the text
+    return found
+
+
+def _real_tensors():
+    """Backends run under Dynamo's fake-tensor mode; reading constants needs real tensors."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()
+
+
+# ----------------------------------------------------------------------------- entries
+
+
+def _serialize(compiled: CompiledGraph) -> bytes | None:
+    art = compiled.artifacts
+    try:
+        with _real_tensors():
+            constants = {name: _encode_tensor(value) for name, value in compiled.constants.items()}
+    except (TypeError, RuntimeError) as err:
+        log.debug("tritonize cache: graph not stored: %s", err)
+        return None
+    entry = {
+        "wrapper": art.wrapper,
+        "kernels": [[k.name, k.kind, k.source, list(k.fused_nodes)] for k in art.kernels],
+        "fallbacks": [list(f) for f in art.fallbacks],
+        "externs": list(art.externs),
+        "clones": [list(c) for c in art.clones],
+        "constants": constants,
+        "output_strides": _plain_strides(compiled.output_strides),
+    }
+    return json.dumps(entry).encode()
+
+
+def _plain_strides(strides):
+    if strides is None:
+        return None
+    return [None if s is None else [int(v) for v in s] for s in strides]
+
+
+def _encode_tensor(value) -> dict:
+    """A tensor as plain data (no pickle): layout, dtype, device and its values' bytes. Anything
+    else in CONSTANTS (a user kernel's launcher, an odd argument) has no stored form: the graph is
+    then not cached, which also keeps graphs whose user kernels the key cannot see out."""
+    if type(value) is not torch.Tensor:
+        raise TypeError(f"constant of type {type(value).__name__} is not stored")
+    data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+    return {"size": list(value.shape), "stride": list(value.stride()), "dtype": str(value.dtype).split(".")[1],
+            "device": str(value.device), "data": base64.b64encode(data.numpy().tobytes()).decode()}
+
+
+def _decode_tensor(data: dict) -> torch.Tensor:
+    dtype = getattr(torch, data["dtype"])
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {data['dtype']}")
+    out = torch.empty_strided(data["size"], data["stride"], dtype=dtype, device=data["device"])
+    raw = base64.b64decode(data["data"])
+    if out.numel():
+        values = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(data["size"])
+        out.copy_(values)
+    return out
+
+
+def _load(path) -> CompiledGraph | None:
+    payload = disk_cache.read_entry(path)
+    if payload is None:
+        return None
+    try:
+        entry = json.loads(payload)
+        with _real_tensors():
+            constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
+        artifacts = GraphArtifacts(
+            [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
+            [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
+            clones=[tuple(c) for c in entry["clones"]])
+        module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
+        module.CONSTANTS.update(constants)
+        strides = entry["output_strides"]
+        if strides is not None:
+            strides = [None if s is None else tuple(s) for s in strides]
+        return CompiledGraph(module.call, artifacts, constants, strides)
+    except Exception as err:  # never crash on a cache entry: recompile instead
+        log.debug("tritonize cache: ignoring graph entry %s: %s: %s", path, type(err).__name__, err)
+        return None

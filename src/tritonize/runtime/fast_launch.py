@@ -1,0 +1,123 @@
+"""The per-call path of a compiled kernel: one generated Python function per kernel variant.
+
+Triton's `kernel[grid](*args)` binds arguments to parameters, recomputes the specialization key
+(types, alignment), looks up its cache, and asks the driver to validate each pointer, on every
+call. The wrapper's calls are the same every time, so all of that is done once, when the variant
+is built, and the generated function does only this:
+
+    def launch(in_ptr0, in_ptr1, out_ptr0):
+        _p0 = in_ptr0.data_ptr(); _p1 = in_ptr1.data_ptr(); _p2 = out_ptr0.data_ptr()
+        if (_p0 | _p1 | _p2) & 15 or in_ptr0.dtype is not _d0 ... or _device() != 0:
+            return _fallback(in_ptr0, in_ptr1, out_ptr0)
+        _run(256, 1, 1, _stream(0), _function, _metadata, None, None, None, _p0, _p1, _p2, 1024)
+
+The guard checks what the variant was compiled for (each aligned pointer still aligned, the
+element types, the current device); anything else goes to `_fallback`, which finds or builds the
+right variant. Pointers are passed as integers, which Triton's launcher takes without a driver
+query. Block sizes are appended where the kernel's signature has them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from .triton_compile import ALIGNMENT, ArgSpec
+
+
+@dataclasses.dataclass
+class LoadedKernel:
+    """A compiled kernel loaded on a device: what the launcher call needs."""
+
+    run: Callable  # triton's launcher: run(gx, gy, gz, stream, function, metadata, launch_md, enter, exit, *args)
+    function: int
+    packed_metadata: object
+    n_regs: int = 0
+    n_spills: int = 0
+
+
+def load_on_device(compiled, device_index: int) -> LoadedKernel:
+    """Load a CompiledKernel's binary on the device (Triton does this lazily on first launch)."""
+    import torch
+
+    with torch.cuda.device(device_index):
+        run = compiled.run  # the property loads the module and builds the launcher
+    return LoadedKernel(run, compiled.function, compiled.packed_metadata,
+                        int(getattr(compiled, "n_regs", 0) or 0), int(getattr(compiled, "n_spills", 0) or 0))
+
+
+def launch_hooks_active() -> bool:
+    """Triton's launch hooks (profilers such as proton) need the generic launch path."""
+    try:
+        from triton import knobs
+
+        hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
+    except (ImportError, AttributeError):
+        return False
+    return any(hook_installed(hook) for hook in hooks)
+
+
+def hook_installed(hook) -> bool:
+    """Whether a launch-hook knob holds a hook. Triton up to 3.4 keeps one callable or None there;
+    from 3.5 on a `HookChain`, present even when empty, whose `calls` lists the hooks added."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    if isinstance(calls, (list, tuple)):
+        return len(calls) > 0
+    return True
+
+
+def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpec, dtypes: list,
+                      kernel: LoadedKernel, stream: Callable, current_device: Callable,
+                      fallback: Callable, name: str = "launch") -> Callable:
+    """The guarded fast launch function for one variant (see the module docstring)."""
+    positional = [p for p in params if p not in blocks]
+    if len(positional) != len(spec.args):
+        raise TypeError(f"{name}: {len(positional)} pointer parameters, specialization has {len(spec.args)}")
+    pointer_of = {p: f"_p{i}" for i, p in enumerate(positional)}
+    lines = [f"def {name}({', '.join(positional)}):"]
+    if positional:
+        lines.append("    " + "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional))
+    checks = []
+    aligned = [pointer_of[p] for p, (_, is_aligned) in zip(positional, spec.args) if is_aligned]
+    if aligned:
+        checks.append(f"({' | '.join(aligned)}) & {ALIGNMENT - 1}")
+    checks += [f"{p}.dtype is not _d{i}" for i, p in enumerate(positional)]
+    checks.append(f"_device() != {spec.device}")
+    lines.append(f"    if {' or '.join(checks)}:")
+    lines.append(f"        return _fallback({', '.join(positional)})")
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    call_args = [pointer_of[p] if p in pointer_of else repr(int(blocks[p])) for p in params]
+    launch_line = (f"    _run({grid3[0]}, {grid3[1]}, {grid3[2]}, _stream({spec.device}), _function, _metadata, "
+                   f"None, None, None{''.join(', ' + a for a in call_args)})")
+    lines.append(launch_line)
+    # The same launch without the guard: for timing, and for the fallback once it has chosen.
+    lines.append(f"def {name}_unchecked({', '.join(positional)}):")
+    if positional:
+        lines.append("    " + "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional))
+    lines.append(launch_line)
+    namespace = {"_run": kernel.run, "_function": kernel.function, "_metadata": kernel.packed_metadata,
+                 "_stream": stream, "_device": current_device, "_fallback": fallback}
+    namespace.update({f"_d{i}": dtype for i, dtype in enumerate(dtypes)})
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<tritonize launcher {name}>", "exec"), namespace)
+    launcher = namespace[name]
+    launcher.unchecked = namespace[f"{name}_unchecked"]
+    launcher.source = source
+    return launcher
+
+
+def cuda_stream_getter() -> Callable:
+    """device index -> the current raw CUDA stream (torch's C entry when it exists)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+def cuda_device_getter() -> Callable:
+    import torch
+
+    return getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device

@@ -1,0 +1,266 @@
+"""Compiling one kernel config with Triton, in parallel, without Triton's per-call binding.
+
+A kernel's specialization (`ArgSpec`) is what Triton's JIT would derive from the arguments: each
+pointer's element type and whether its address is a multiple of 16. `compile_config` builds
+Triton's `ASTSource` from it and the config's block sizes and calls `triton.compile` with an
+explicit target, so compilation needs no GPU and no Python-level argument binding; Triton's own
+binary cache (TRITON_CACHE_DIR) makes a second compile of the same thing a file read.
+
+`CompilePool` runs compiles concurrently, in one of three ways (TRITONIZE_COMPILE_POOL):
+* "threads" (default): a thread pool in this process. Triton releases the GIL in its C++ passes
+  and runs ptxas as a subprocess, so threads overlap well and start instantly;
+* "processes": spawned worker processes compile and fill Triton's disk cache; this process then
+  compiles the same config again, which is a cache hit. Pays a start-up per worker (importing
+  tritonize, hence torch), and like any spawned worker re-imports the main script, which must
+  keep its work under `if __name__ == "__main__":`;
+* "serial": compile when the result is needed (no pool).
+bench/compile_cache.py --parallel measures the three on the same kernels.
+TRITONIZE_COMPILE_WORKERS sets the pool size (default: CPUs, at most 16).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import importlib.util
+import os
+import threading
+
+import torch
+
+_POINTER_TYPES = {
+    torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+    torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+    torch.uint8: "u8", torch.bool: "i1",
+}
+for _name, _code in [("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64"), ("float8_e4m3fn", "fp8e4nv"),
+                     ("float8_e5m2", "fp8e5"), ("float8_e4m3fnuz", "fp8e4b8"), ("float8_e5m2fnuz", "fp8e5b16")]:
+    if hasattr(torch, _name):
+        _POINTER_TYPES[getattr(torch, _name)] = _code
+
+ALIGNMENT = 16
+
+
+def pointer_type(dtype) -> str | None:
+    return _POINTER_TYPES.get(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSpec:
+    """The specialization of a launch: device index, and (element type, 16-byte aligned) per
+    pointer argument."""
+
+    device: int
+    args: tuple
+
+    @classmethod
+    def of(cls, args, device: int) -> "ArgSpec | None":
+        """From real arguments; None when one is not a tensor of a type Triton takes."""
+        found = []
+        for arg in args:
+            kind = pointer_type(arg.dtype) if isinstance(arg, torch.Tensor) else None
+            if kind is None:
+                return None
+            found.append((kind, arg.data_ptr() % ALIGNMENT == 0))
+        return cls(device, tuple(found))
+
+    @classmethod
+    def assumed(cls, dtypes, device: int) -> "ArgSpec | None":
+        """What fresh allocations of these dtypes give (every pointer aligned)."""
+        kinds = [pointer_type(d) for d in dtypes]
+        if any(k is None for k in kinds):
+            return None
+        return cls(device, tuple((k, True) for k in kinds))
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileJob:
+    """Everything a compile needs, picklable for worker processes."""
+
+    module_path: str
+    kernel_name: str
+    spec: ArgSpec
+    blocks: tuple  # ((name, value), ...)
+    num_warps: int
+    num_stages: int
+    target: tuple  # (backend, arch, warp_size)
+    debug: bool = False  # device asserts compiled in (kernels that check indirect indices)
+
+    def options(self) -> dict:
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.debug:
+            options.update(debug=True, sanitize_overflow=False)
+        return options
+
+
+def current_target() -> tuple:
+    from triton.runtime import driver
+
+    target = driver.active.get_current_target()
+    return (target.backend, target.arch, target.warp_size)
+
+
+def build_source(jit_fn, job: CompileJob, target):
+    """Triton's ASTSource for this specialization and these block sizes."""
+    from triton.compiler import ASTSource, make_backend
+
+    backend = make_backend(target)
+    blocks = dict(job.blocks)
+    signature, constexprs, attrs = {}, {}, {}
+    pointers = iter(job.spec.args)
+    for index, name in enumerate(jit_fn.arg_names):
+        if name in blocks:
+            signature[name] = "constexpr"
+            constexprs[(index,)] = blocks[name]
+            continue
+        try:
+            kind, aligned = next(pointers)
+        except StopIteration:
+            raise TypeError(f"kernel {job.kernel_name}: no argument for parameter {name}") from None
+        signature[name] = "*" + kind
+        attrs[(index,)] = backend.parse_attr("D" if aligned else "")
+    if next(pointers, None) is not None:
+        raise TypeError(f"kernel {job.kernel_name}: more arguments than parameters")
+    return ASTSource(jit_fn, signature, constexprs, attrs)
+
+
+def compile_config(jit_fn, job: CompileJob):
+    """A triton CompiledKernel (not yet loaded on a device)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    target = GPUTarget(*job.target)
+    source = build_source(jit_fn, job, target)
+    return triton.compile(source, target=target, options=job.options())
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+_WORKER_MODULES: dict = {}
+
+
+def _load_in_worker(path: str):
+    if path not in _WORKER_MODULES:
+        spec = importlib.util.spec_from_file_location(f"tritonize_worker_{len(_WORKER_MODULES)}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _WORKER_MODULES[path] = module
+    return _WORKER_MODULES[path]
+
+
+def compile_in_worker(job: CompileJob) -> bool:
+    """Runs in a worker process: compile to fill Triton's cache (the result stays there)."""
+    module = _load_in_worker(job.module_path)
+    compile_config(getattr(module, job.kernel_name), job)
+    return True
+
+
+def _warm_worker() -> bool:
+    import triton  # noqa: F401  (the import is most of a worker's start-up)
+    return True
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+class _Deferred:
+    """A result computed by the first caller of result() (serial mode, and the second half of a
+    process-pool compile)."""
+
+    def __init__(self, compute, before=None):
+        self._compute, self._before = compute, before
+        self.background = before  # what progress.wait_all waits on
+        self._lock = threading.Lock()
+        self._done = False
+        self._value = self._error = None
+
+    def result(self):
+        with self._lock:
+            if not self._done:
+                try:
+                    if self._before is not None:
+                        self._before.result()
+                    self._value = self._compute()
+                except Exception as err:  # kept and re-raised to every caller
+                    self._error = err
+                self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def pool_settings() -> tuple[str, int]:
+    how = os.environ.get("TRITONIZE_COMPILE_POOL", "threads").strip().lower()
+    if how not in ("threads", "processes", "serial"):
+        raise ValueError(f"TRITONIZE_COMPILE_POOL={how!r}: expected threads, processes or serial")
+    workers = int(os.environ.get("TRITONIZE_COMPILE_WORKERS") or min(16, os.cpu_count() or 1))
+    return how, max(1, workers)
+
+
+class CompilePool:
+    def __init__(self, how: str = "threads", workers: int = 4):
+        self.how, self.workers = how, workers
+        self._executor = None
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.finished = 0
+
+    def _pool(self):
+        with self._lock:
+            if self._executor is None:
+                if self.how == "processes":
+                    import multiprocessing
+
+                    self._executor = concurrent.futures.ProcessPoolExecutor(
+                        self.workers, mp_context=multiprocessing.get_context("spawn"))
+                    for _ in range(self.workers):
+                        self._executor.submit(_warm_worker)
+                else:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        self.workers, thread_name_prefix="tritonize-compile")
+            return self._executor
+
+    def warm_up(self) -> None:
+        """Start the workers now (processes take a while to start)."""
+        if self.how != "serial":
+            self._pool()
+
+    def submit(self, jit_fn, job: CompileJob):
+        """A handle whose result() is the CompiledKernel (or raises the compile error)."""
+        with self._lock:
+            self.submitted += 1
+        # Triton computes a function's hash lazily, with a placeholder while it does: compute it
+        # here, once, so that concurrent compiles of this function never see the placeholder.
+        getattr(jit_fn, "cache_key", None)
+
+        def compile_here():
+            try:
+                return compile_config(jit_fn, job)
+            finally:
+                with self._lock:
+                    self.finished += 1
+
+        if self.how == "serial":
+            return _Deferred(compile_here)
+        if self.how == "processes":
+            return _Deferred(compile_here, before=self._pool().submit(compile_in_worker, job))
+        return self._pool().submit(compile_here)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_pool() -> CompilePool:
+    """The process's pool, created on first use with the environment's settings."""
+    settings = pool_settings()
+    with _SHARED_LOCK:
+        pool = _SHARED.get(settings)
+        if pool is None:
+            pool = _SHARED[settings] = CompilePool(*settings)
+        return pool

@@ -1,0 +1,364 @@
+"""The GPU launch path with a fake GPU: compile at import, autotune on the first call with the
+written arguments protected, the autotune cache, the generated fast launcher and its guard, and
+the decision to use it (Triton's launch-hook knobs; the compiler's own kernels of every kind).
+
+The fake environment stands in for CUDA: its "compiled kernels" run on CPU tensors, found by
+the integer pointers the fast launcher passes, exactly as Triton's launcher receives them."""
+import re
+import types
+
+import pytest
+import torch
+
+import tritonize
+from tritonize.runtime import disk_cache
+from tritonize.runtime.fast_launch import LoadedKernel, generate_launcher, hook_installed, launch_hooks_active
+from tritonize.runtime.heuristics import DeviceInfo, KernelShape
+from tritonize.runtime.launcher import CudaEnvironment, GpuKernel
+from tritonize.runtime.loader import load_source_module
+from tritonize.runtime.triton_compile import ArgSpec
+
+SOURCE = """
+@triton.jit
+def fake_kernel(in_out_ptr0, in_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    tmp0 = tl.load(in_out_ptr0 + x) + tl.load(in_ptr0 + x)
+    tl.store(in_out_ptr0 + x, tmp0)
+"""
+SHAPE = KernelShape("reduction", 4096, 1, 4096)  # two default candidates (inner, outer): autotuned
+
+
+class FakeJit:
+    def __init__(self, arg_names=("in_out_ptr0", "in_ptr0", "XBLOCK", "RBLOCK")):
+        self.arg_names = list(arg_names)
+        self.generic_calls = []
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.generic_calls.append((grid, kwargs))
+            args[0].add_(args[1])
+        return run
+
+
+class Handle:
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.value
+
+
+class FakeEnv:
+    fast_path = True
+
+    def __init__(self, costs=None):
+        self.submitted, self.timed, self.launches = [], [], []
+        self.costs = costs or {}
+        self.tensors = {}  # data_ptr -> tensor, so fake kernels can find their arguments
+        self.device = 0
+        self.pool = self
+
+    # pool
+    def submit(self, jit_fn, job):
+        self.submitted.append(job)
+        return Handle(job)
+
+    def counts(self):
+        return len(self.submitted), len(self.submitted)
+
+    # device facts
+    def device_index(self):
+        return self.device
+
+    def current_device(self):
+        return self.device
+
+    def stream(self, index):
+        return 7000 + index
+
+    def target(self, index):
+        return ("cuda", 90, 32)
+
+    def device_info(self, index):
+        return DeviceInfo()
+
+    def gpu_name(self, index):
+        return "Fake GPU"
+
+    def load(self, job, index):
+        def run(gx, gy, gz, stream, function, metadata, launch_md, enter, exit_hook, *args):
+            self.launches.append({"grid": (gx, gy, gz), "stream": stream, "function": function, "args": args})
+            inout, inp = self.tensors.get(args[0]), self.tensors.get(args[1])
+            if inout is not None:  # (timing runs write clones, which are not registered)
+                inout.add_(inp)  # the kernel: in_out_ptr0 += in_ptr0
+        return LoadedKernel(run, function=hash(job.blocks), packed_metadata=job.num_warps)
+
+    def time_many(self, launches):
+        seconds = []
+        for launch in launches:
+            launch()
+            config = self.launches[-1]["args"][2:]
+            self.timed.append(config)
+            seconds.append(self.costs.get(config, 1e-3))
+        return seconds
+
+    def register(self, *tensors):
+        for t in tensors:
+            self.tensors[t.data_ptr()] = t
+        return tensors
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
+    disk_cache._checked_root.cache_clear()
+    yield
+    disk_cache._checked_root.cache_clear()
+
+
+def make_kernel(env, mode="default", dtypes=(torch.float32, torch.float32)):
+    return GpuKernel(FakeJit(), "fake_kernel", SOURCE, SHAPE, mode, "/nonexistent.py", dtypes, env=env)
+
+
+def test_compiles_at_import_tunes_on_first_call_then_launches_fast():
+    env = FakeEnv(costs={(64, 256): 0.5e-3})  # the "outer" config (XBLOCK=64, RBLOCK=256) is fastest
+    kernel = make_kernel(env)
+    assert len(env.submitted) == len(kernel.configs) == 2 and not env.launches
+    assert all(job.spec.args == (("fp32", True), ("fp32", True)) for job in env.submitted)
+    inout, inp = env.register(torch.zeros(16), torch.ones(16))
+    kernel(inout, inp)
+    assert torch.equal(inout, torch.ones(16))  # timing ran on a clone: one application only
+    assert len(env.timed) == 2 and kernel.config.blocks == {"XBLOCK": 64, "RBLOCK": 256}
+    assert kernel.launch is not kernel._fallback
+    env.launches.clear()
+    kernel(inout, inp)
+    (launch,) = env.launches
+    assert launch["args"] == (inout.data_ptr(), inp.data_ptr(), 64, 256)  # ints, then block sizes
+    assert launch["grid"] == (4096 // 64, 1, 1) and launch["stream"] == 7000
+    assert torch.equal(inout, torch.full((16,), 2.0)) and len(env.submitted) == 2
+
+
+def test_autotune_cache_hit_compiles_one_config_and_times_nothing():
+    first = FakeEnv(costs={(64, 256): 0.5e-3})
+    kernel = make_kernel(first)
+    kernel(*first.register(torch.zeros(4), torch.ones(4)))
+    second = FakeEnv()  # a new process: same kernel, warm cache
+    kernel = make_kernel(second)
+    assert [dict(j.blocks) for j in second.submitted] == [{"XBLOCK": 64, "RBLOCK": 256}]
+    inout, inp = second.register(torch.zeros(4), torch.ones(4))
+    kernel(inout, inp)
+    assert second.timed == [] and torch.equal(inout, torch.ones(4))
+
+
+def test_damaged_autotune_entry_means_tuning_again():
+    env = FakeEnv(costs={(64, 256): 0.5e-3})
+    make_kernel(env)(*env.register(torch.zeros(4), torch.ones(4)))
+    (entry,) = (disk_cache.entry_dir("autotune")).iterdir()
+    entry.write_bytes(entry.read_bytes()[:-5])
+    again = FakeEnv(costs={(1, 4096): 0.1e-3})
+    kernel = make_kernel(again)
+    assert len(again.submitted) == 2
+    kernel(*again.register(torch.zeros(4), torch.ones(4)))
+    assert len(again.timed) == 2 and kernel.config.blocks == {"XBLOCK": 1, "RBLOCK": 4096}
+
+
+def test_other_specializations_get_their_own_variant():
+    env = FakeEnv()
+    kernel = make_kernel(env)
+    inout, inp = env.register(torch.zeros(8), torch.ones(8))
+    kernel(inout, inp)
+    submitted = len(env.submitted)
+    misaligned = torch.zeros(9)[1:]  # 4 bytes past an aligned address
+    env.register(misaligned)
+    kernel(misaligned, inp)  # the guard fails: a variant compiled for an unaligned pointer
+    assert torch.equal(misaligned, torch.ones(8))
+    assert env.submitted[-1].spec.args == (("fp32", False), ("fp32", True)) and len(env.submitted) > submitted
+    fast = kernel.launch
+    kernel(misaligned, inp)  # known now: no new compile
+    count = len(env.submitted)
+    kernel(inout, inp)
+    assert kernel.launch is fast and len(env.submitted) == count and torch.equal(inout, torch.full((8,), 2.0))
+    doubles = env.register(torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64))
+    kernel(*doubles)
+    assert env.submitted[-1].spec.args == (("fp64", True), ("fp64", True))
+    assert torch.equal(doubles[0], torch.ones(8, dtype=torch.float64))
+
+
+def test_launch_hooks_use_the_generic_path():
+    env = FakeEnv()
+    env.fast_path = False
+    kernel = make_kernel(env)
+    inout, inp = torch.zeros(4), torch.ones(4)
+    kernel(inout, inp)
+    ((grid, kwargs),) = kernel.fn.generic_calls
+    assert grid == kernel.config.grid and kwargs["XBLOCK"] == kernel.config.blocks["XBLOCK"]
+    assert kwargs["num_warps"] == kernel.config.num_warps and torch.equal(inout, torch.ones(4))
+
+
+def test_without_dtypes_compiling_waits_for_the_first_call():
+    env = FakeEnv()
+    kernel = make_kernel(env, dtypes=None)
+    assert env.submitted == []
+    kernel(*env.register(torch.zeros(4), torch.ones(4)))
+    assert len(env.submitted) == 2
+
+
+def test_generated_launcher_guard():
+    calls, fallbacks = [], []
+    loaded = LoadedKernel(lambda *a: calls.append(a), function=11, packed_metadata="meta")
+    spec = ArgSpec(1, (("fp32", True), ("i64", False)))
+    device = [1]
+    launch = generate_launcher(["a_ptr", "XBLOCK", "b_ptr"], {"XBLOCK": 128}, (5,), spec,
+                               [torch.float32, torch.int64], loaded, stream=lambda d: 100 + d,
+                               current_device=lambda: device[0], fallback=lambda *a: fallbacks.append(a))
+    a, b = torch.zeros(8), torch.zeros(8, dtype=torch.int64)
+    launch(a, b[1:])  # b was compiled unaligned: any address is fine
+    assert calls == [(5, 1, 1, 101, 11, "meta", None, None, None, a.data_ptr(), 128, b[1:].data_ptr())]
+    launch(a[1:], b)  # a must stay aligned
+    launch(a.double(), b)  # wrong dtype
+    device[0] = 0
+    launch(a, b)  # another device
+    assert len(calls) == 1 and len(fallbacks) == 3
+    launch.unchecked(a[1:], b)
+    assert len(calls) == 2
+
+
+def test_a_single_candidate_is_launched_without_cloning(monkeypatch):
+    entered = []
+    monkeypatch.setattr("tritonize.runtime.launcher.WrittenArgs.__enter__", lambda self: entered.append(1))
+    env = FakeEnv()
+    jit = FakeJit(["in_out_ptr0", "in_ptr0", "XBLOCK"])
+    kernel = GpuKernel(jit, "fake_kernel", SOURCE, KernelShape("pointwise", 1 << 20, 1, 1), "default",
+                       "/nonexistent.py", (torch.float32, torch.float32), env=env)
+    assert len(env.submitted) == 1
+    inout, inp = env.register(torch.zeros(4), torch.ones(4))
+    kernel(inout, inp)
+    assert entered == [] and env.timed == [] and torch.equal(inout, torch.ones(4))
+
+
+def test_broken_compile_glue_falls_back_to_triton_with_a_warning():
+    class BrokenPool(FakeEnv):
+        def submit(self, jit_fn, job):
+            self.submitted.append(job)
+            return Handle(TypeError("ASTSource() got an unexpected keyword argument"))
+
+        def load(self, job, index):
+            raise job.value if isinstance(job, Handle) else TypeError("not a compiled kernel")
+
+    env = BrokenPool()
+    kernel = make_kernel(env)
+    inout, inp = torch.zeros(4), torch.ones(4)
+    with pytest.warns(UserWarning, match="fast launch unavailable"):
+        kernel(inout, inp)
+    kernel(inout, inp)
+    assert len(kernel.fn.generic_calls) == 2 and torch.equal(inout, torch.full((4,), 2.0))
+
+
+# ----------------------------------------------------------------------------- fast-path decision
+
+
+def test_launch_hook_knobs_without_a_hook_leave_the_fast_path_on():
+    # Triton >= 3.5 keeps an (empty) HookChain in the knob where older versions keep None; taking
+    # the chain object itself for an installed hook sent every GPU kernel down the generic path
+    assert not launch_hooks_active()
+    assert CudaEnvironment().fast_path
+    assert not hook_installed(None) and hook_installed(lambda metadata: None)
+    assert not hook_installed(types.SimpleNamespace(calls=[]))
+    assert hook_installed(types.SimpleNamespace(calls=[lambda metadata: None]))
+
+
+def test_an_installed_launch_hook_turns_the_fast_path_off(monkeypatch):
+    from triton import knobs
+
+    def profiler_hook(metadata):
+        pass
+
+    chain = knobs.runtime.launch_enter_hook
+    if hasattr(chain, "add"):  # Triton >= 3.5
+        chain.add(profiler_hook)
+        try:
+            assert launch_hooks_active() and not CudaEnvironment().fast_path
+        finally:
+            chain.remove(profiler_hook)
+    else:
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", profiler_hook)
+        assert launch_hooks_active()
+        monkeypatch.undo()
+    assert not launch_hooks_active()
+
+
+class RecordingEnv(FakeEnv):
+    """Loads real generated kernels' "binaries" as launch recorders (nothing runs); decides on the
+    fast path as CudaEnvironment does."""
+
+    fast_path = CudaEnvironment.fast_path
+
+    def load(self, job, index):
+        def run(gx, gy, gz, stream, function, metadata, launch_md, enter, exit_hook, *args):
+            self.launches.append({"grid": (gx, gy, gz), "job": job, "args": args})
+        return LoadedKernel(run, function=hash(job.blocks), packed_metadata=job.num_warps)
+
+
+LOAD_KERNEL = re.compile(r"= load_kernel\('''\n(.*?)\n''', '(\w+)', (kind=.*?\n\s+arg_dtypes=.*?)\)$", re.S | re.M)
+
+GENERATED = {  # each compiles to at least one kernel of the kind named
+    "pointwise": (lambda x: x * 2 + 1, lambda: [torch.randn(64, 64)]),
+    "pointwise_2d": (lambda x: x.t() + x, lambda: [torch.randn(64, 64)]),
+    "persistent_reduction": (lambda x: x.softmax(-1), lambda: [torch.randn(64, 64)]),
+    "reduction_inner": (lambda x: x.sum(-1), lambda: [torch.randn(64, 9000)]),
+    "reduction_outer": (lambda x: x.sum(0), lambda: [torch.randn(20000, 4)]),
+    "scan": (lambda x: x.cumsum(-1), lambda: [torch.randn(8, 100)]),
+    "looped_scan": (lambda x: x.cumsum(-1), lambda: [torch.randn(2, 5000)]),
+    "random_seed_tensor": (lambda x: torch.nn.functional.dropout(x, 0.5), lambda: [torch.randn(64, 64)]),
+    "index_checks": (lambda x, i: x[i], lambda: [torch.randn(64, 8), torch.randint(0, 64, (10,))]),
+}
+
+
+def generated_kernels(fn, inputs):
+    """(source, name, load_kernel keyword arguments) of each kernel the compiler generates."""
+    wrapper = tritonize.explain(fn, *inputs).wrapper
+    found = []
+    for source, name, kwargs in LOAD_KERNEL.findall(wrapper):
+        found.append((source, name, eval(f"dict({kwargs})", {"torch": torch})))
+    assert found, wrapper
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(GENERATED))
+def test_generated_kernels_of_every_kind_launch_through_the_fast_path(case):
+    """The compiler's own kernels (not hand-written ones) as the GPU runtime sees them: the first
+    call builds a variant, later calls go straight to the generated launcher with integer
+    pointers and the chosen block sizes."""
+    fn, make_inputs = GENERATED[case]
+    kinds = set()
+    for source, name, kw in generated_kernels(fn, make_inputs()):
+        module = load_source_module(source, "kernel", interpret=False)  # a real JITFunction, not run
+        shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
+        env = RecordingEnv()
+        kernel = GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__,
+                           kw["arg_dtypes"], env=env, debug=kw.get("checks", False))
+        assert len(env.submitted) == len(kernel.configs)  # compiles started at import
+        args = [torch.zeros(16, dtype=dtype) for dtype in kw["arg_dtypes"]]
+        kernel(*args)
+        assert kernel.launch is not kernel._fallback and len(kernel.variants) == 1, (case, name)
+        env.launches.clear()
+        kernel(*args)
+        (launch,) = env.launches
+        blocks = kernel.config.blocks
+        expected = [blocks[p] if p in blocks else None for p in module.__dict__[name].arg_names]
+        pointers = iter(a.data_ptr() for a in args)
+        assert list(launch["args"]) == [next(pointers) if v is None else v for v in expected]
+        assert launch["grid"] == (kernel.config.grid[0], 1, 1) and dict(launch["job"].blocks) == blocks
+        assert launch["job"].debug == kw.get("checks", False)
+        kinds.add(kw["kind"])
+    assert case.startswith(tuple(kinds)) or case in ("random_seed_tensor", "index_checks"), kinds
+
+
+def test_arguments_the_fast_path_cannot_take_use_tritons_path():
+    env = FakeEnv()
+    kernel = make_kernel(env)
+    inout = torch.zeros(4)
+    kernel(inout, 1.0)  # a Python float where a pointer is expected: no specialization
+    assert len(kernel.fn.generic_calls) == 1 and kernel.launch == kernel._fallback and not kernel.variants

@@ -1,0 +1,130 @@
+"""Compiling generated kernels for an NVIDIA target without a GPU: Triton compiles to PTX and a
+cubin on any machine, so the compile path, its specialization and the pools run on the CPU."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tritonize.runtime.heuristics import KernelShape, candidates
+from tritonize.runtime.loader import load_source_module
+from tritonize.runtime.triton_compile import ArgSpec, CompileJob, CompilePool, compile_config, pointer_type
+
+SOURCE = '''
+import triton
+import triton.language as tl
+from tritonize.runtime import triton_helpers as helpers
+
+
+@triton.jit
+def compile_test_kernel(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tmp0 = tl.load(in_ptr0 + xindex)
+    tmp1 = tl.load(in_ptr1 + xindex).to(tl.float32)
+    tl.store(out_ptr0 + xindex, helpers.maximum(tmp0, tmp1))
+'''
+TARGET = ("cuda", 90, 32)
+
+
+@pytest.fixture
+def triton_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    return tmp_path / "triton"
+
+
+def jobs_for(module, configs, spec):
+    return [CompileJob(module.__file__, "compile_test_kernel", spec, tuple(sorted(c.blocks.items())),
+                       c.num_warps, c.num_stages, TARGET) for c in configs]
+
+
+def load():
+    return load_source_module(SOURCE, "kernel", interpret=False)
+
+
+def test_specialization_reaches_the_compiled_kernel(triton_cache):
+    module = load()
+    shape = KernelShape("pointwise", 1 << 20)
+    (config,) = candidates(shape, "default", on_gpu=True)
+    aligned = ArgSpec(0, (("fp32", True), ("bf16", True), ("fp32", True)))
+    unaligned = ArgSpec(0, (("fp32", True), ("bf16", False), ("fp32", True)))
+    (job_a,) = jobs_for(module, [config], aligned)
+    (job_u,) = jobs_for(module, [config], unaligned)
+    kernel_a = compile_config(module.compile_test_kernel, job_a)
+    kernel_u = compile_config(module.compile_test_kernel, job_u)
+    assert kernel_a.metadata.num_warps == config.num_warps and kernel_a.hash != kernel_u.hash
+    assert kernel_a.asm["ttir"].count("tt.divisibility = 16") == 3
+    assert kernel_u.asm["ttir"].count("tt.divisibility = 16") == 2
+    assert "bf16" in kernel_a.asm["ttir"] and ".target sm_90" in kernel_a.asm["ptx"]
+    assert len(kernel_a.asm["cubin"]) > 0
+
+
+@pytest.mark.parametrize("how", ["threads", "serial", "processes"])
+def test_pools_compile_every_config(triton_cache, how):
+    module = load()
+    shape = KernelShape("pointwise", 1 << 20)
+    configs = candidates(shape, "max-autotune", on_gpu=True)[:2 if how != "processes" else 1]
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    pool = CompilePool(how, workers=2)
+    try:
+        handles = [pool.submit(module.compile_test_kernel, job) for job in jobs_for(module, configs, spec)]
+        kernels = [h.result() for h in handles]
+    finally:
+        pool.shutdown()
+    assert [k.metadata.num_warps for k in kernels] == [c.num_warps for c in configs]
+    assert pool.finished == pool.submitted == len(configs)
+    # A worker process and this one agree on Triton's cache key: one cache entry per config.
+    entries = [d for d in os.listdir(triton_cache) if not d.startswith(".")]
+    assert len([d for d in entries if any(f.endswith(".cubin") for f in os.listdir(triton_cache / d))]) == len(configs)
+
+
+def test_compile_errors_reach_the_caller(triton_cache):
+    module = load()
+    spec = ArgSpec(0, (("fp32", True),))  # two pointer arguments short
+    (job,) = jobs_for(module, candidates(KernelShape("pointwise", 1024), "default", True), spec)
+    handle = CompilePool("serial").submit(module.compile_test_kernel, job)
+    with pytest.raises(TypeError, match="no argument for parameter in_ptr1"):
+        handle.result()
+
+
+def test_pointer_types():
+    assert [pointer_type(d) for d in (torch.float32, torch.bfloat16, torch.bool, torch.int64, torch.uint8)] == \
+        ["fp32", "bf16", "i1", "i64", "u8"]
+    assert pointer_type(torch.complex64) is None
+    x = torch.zeros(10)
+    assert ArgSpec.of([x, x[1:]], 0).args == (("fp32", True), ("fp32", False))
+    assert ArgSpec.of([x, 3], 0) is None
+
+
+MIXED = """
+import torch
+from tritonize.runtime.loader import load_source_module
+from tritonize.runtime.triton_compile import ArgSpec, CompileJob, compile_config
+import test_triton_compile as t
+load_source_module(t.SOURCE, "kernel", interpret=True)  # a CPU kernel first: imports the helpers
+module = load_source_module(t.SOURCE, "kernel", interpret=False)
+spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+job = CompileJob(module.__file__, "compile_test_kernel", spec, (("XBLOCK", 256),), 4, 1, t.TARGET)
+print("compiled", compile_config(module.compile_test_kernel, job).metadata.num_warps)
+"""
+
+
+def test_cpu_and_gpu_kernels_in_one_process(triton_cache):
+    """The helpers module GPU kernels call must not be the interpreted one a CPU kernel loaded."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{root / 'src'}{os.pathsep}{root / 'tests'}")
+    result = subprocess.run([sys.executable, "-c", MIXED], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0 and "compiled 4" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_function_hash_is_computed_before_compiles_run(triton_cache):
+    """Triton hashes a function lazily behind a placeholder; concurrent compiles must not see it."""
+    source = SOURCE.replace("compile_test_kernel", "hash_test_kernel")
+    module = load_source_module(source, "kernel", interpret=False)
+    fn = module.hash_test_kernel
+    assert fn.hash is None
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    job = CompileJob(module.__file__, "hash_test_kernel", spec, (("XBLOCK", 256),), 4, 1, TARGET)
+    CompilePool("serial").submit(fn, job)  # nothing compiled yet (serial compiles on result())
+    assert len(fn.hash) == 64 and not fn.hash.startswith("recursion")
