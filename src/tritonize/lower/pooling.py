@@ -113,14 +113,14 @@ class Axis:
                 return self.kernel
             room = _sub(ex.constant(limit + self.padding, I64), ex.index_expr(o * self.stride, I64))
             return ex.op("minimum", ex.constant(self.kernel, I64), room, dtype=I64)
+        if end_max <= self.size and start_min >= 0:
+            return self.kernel
         start = ex.index_expr(self.tap(o, 0), I64)
         end = ex.op("add", start, ex.constant(self.kernel, I64), dtype=I64)
         if end_max > self.size:
             end = ex.op("minimum", end, ex.constant(self.size, I64), dtype=I64)
         if start_min < 0:
             start = ex.op("maximum", start, ex.constant(0, I64), dtype=I64)
-        if end_max <= self.size and start_min >= 0:
-            return self.kernel
         return _sub(end, start)
 
     def covering(self, x, exact: bool) -> list[tuple[sympy.Expr, list]]:
