@@ -31,8 +31,7 @@ class Expr:
     dtype: torch.dtype
 
     def __repr__(self) -> str:
-        inner = ", ".join(repr(a) for a in self.args)
-        return f"{self.op}[{str(self.dtype).replace('torch.', '')}]({inner})"
+        return format_expr(self)
 
     def children(self) -> list["Expr"]:
         return [a for a in self.args if isinstance(a, Expr)]
@@ -43,6 +42,61 @@ class Expr:
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Expr) or self._hash != other._hash:
+            return False
+        return _same_structure(self, other)
+
+
+def _same_structure(a: Expr, b: Expr) -> bool:
+    """Structural equality that visits each pair of nodes once. The recursive comparison of
+    two equal DAGs built separately (a substituted copy) would follow every path: exponential
+    for max pooling's running maximum, whose nodes each feed two others."""
+    seen: set = set()
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y or (id(x), id(y)) in seen:
+            continue
+        if (x.op, x.dtype, len(x.args)) != (y.op, y.dtype, len(y.args)) or x._hash != y._hash:
+            return False
+        seen.add((id(x), id(y)))
+        for p, q in zip(x.args, y.args):
+            if isinstance(p, Expr) and isinstance(q, Expr):
+                stack.append((p, q))
+            elif isinstance(p, Expr) or isinstance(q, Expr) or (p is not q and p != q):
+                return False
+    return True
+
+
+LEAVES = ("load", "constant", "index_expr")
+
+
+def format_expr(expr: Expr) -> str:
+    """expr as text. A sub-expression used more than once (the expression is a DAG: max
+    pooling's running maximum feeds both its comparison and its where) is written once as
+    `$k = ...` in front, so the text grows with the number of distinct nodes, not of paths."""
+    order = walk(expr)
+    uses: dict = {}
+    for e in order:
+        for child in e.children():
+            uses[child] = uses.get(child, 0) + 1
+    texts: dict = {}
+    definitions: list[str] = []
+    for e in order:
+        inner = ", ".join(texts[a] if isinstance(a, Expr) else repr(a) for a in e.args)
+        text = f"{e.op}[{str(e.dtype).replace('torch.', '')}]({inner})"
+        if uses.get(e, 0) > 1 and e.op not in LEAVES:
+            texts[e] = f"${len(definitions)}"
+            definitions.append(f"{texts[e]} = {text}")
+        else:
+            texts[e] = text
+    if not definitions:
+        return texts[expr]
+    return "{" + "; ".join(definitions) + "} " + texts[expr]
 
 
 def load(buffer_name: str, index: sympy.Expr, dtype: torch.dtype) -> Expr:

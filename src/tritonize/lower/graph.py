@@ -27,8 +27,8 @@ from ..ir.nodes import (
     strided_view_of,
 )
 from . import (  # noqa: F401  (registers lowerings)
-    creation, indexing, movement, pointwise, random, reductions, scans, scatter, special, user_kernel,
-    views,
+    creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, special,
+    user_kernel, views,
 )
 from .context import LoweringContext
 from .fallback import call_through_aten, is_extern
