@@ -71,4 +71,7 @@ def test_attention_kernels_receive_the_mask_layout_they_were_traced_with(device)
     mask_name = call.split("attn_mask=")[1].split(")")[0] if "attn_mask=" in call else \
         call.split("(")[1].split(",")[3].strip()
     (allocation,) = [line for line in lines if line.strip().startswith(f"{mask_name} = empty_strided(")]
-    assert "(256, 256, 16, 1)" in allocation, allocation
+    # The CPU trace keeps the mask (2, 1, 16, 16); CUDA's efficient-attention trace expands it over
+    # the heads first. Either way the realized mask is dense with a contiguous last dim.
+    strides = allocation.split("), (")[1].split(")")[0]
+    assert strides.endswith("16, 1") and strides.startswith("256, 256" if device == "cpu" else "1024, 256"), allocation
