@@ -211,14 +211,17 @@ def _fallbacks(artifacts, role: str) -> collections.Counter:
     return collections.Counter(op for a in artifacts if a.role == role for op, _ in a.fallbacks)
 
 
-def _check_input_grad(fn, x, forward_fallbacks=(), backward_fallbacks=(), **tol):
+def _check_input_grad(fn, x, forward_fallbacks=(), backward_fallbacks=(), eager_layout=None, **tol):
     """One forward and backward of fn compiled and eager: losses and input gradients must match,
-    and the forward and backward graphs must fall back exactly as listed. Returns the artifacts."""
+    and the forward and backward graphs must fall back exactly as listed. Returns the artifacts.
+    `eager_layout` (a memory format) runs the eager reference on a copy in that layout, where
+    eager's kernel for x's own layout is known to be wrong."""
     recorder: list = []
     compiled = torch.compile(fn, backend=make_backend(make_options(), recorder))
     x_compiled = x.detach().clone().requires_grad_()
     x_eager = x.detach().clone().requires_grad_()
-    loss_compiled, loss_eager = compiled(x_compiled), fn(x_eager)
+    x_reference = x_eager if eager_layout is None else x_eager.contiguous(memory_format=eager_layout)
+    loss_compiled, loss_eager = compiled(x_compiled), fn(x_reference)
     loss_compiled.backward()
     loss_eager.backward()
     artifacts = [a for a in recorder if a != "graph"]
@@ -274,7 +277,12 @@ def test_pool_backward_dtypes_and_layouts(dtype, channels_last):
         return (_weighted_sum(F.max_pool2d(t, 3, 2, 1))
                 + _weighted_sum(F.avg_pool2d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False)))
 
-    _check_input_grad(fn, x, **tolerances(dtype))
+    # Eager's channels-last avg_pool2d backward on CUDA drops the padding offset and returns wrong
+    # gradients when padding > 0 (pytorch/pytorch#188344, fixed after torch 2.11): compare with
+    # eager's NCHW kernel there, which computes the same gradient.
+    buggy_eager = channels_last and torch.device(DEVICE).type == "cuda"
+    _check_input_grad(fn, x, eager_layout=torch.contiguous_format if buggy_eager else None,
+                      **tolerances(dtype))
 
 
 def test_pool_backward_with_nan_routes_to_eagers_tap():
