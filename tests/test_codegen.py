@@ -1,4 +1,6 @@
 """Kernel source decisions that do not need a run: masks, index width, tiling, dedup."""
+import re
+
 import torch
 
 import tritonize
@@ -48,4 +50,31 @@ def test_identical_kernels_are_defined_once(device):
 
     report = tritonize.explain(fn, torch.randn(8, 8, device=device), torch.randn(8, 8, device=device))
     assert len(report.kernels) == 1
-    assert report.wrapper.count(report.kernels[0].name + "(") == 2 + 1  # two launches + the def
+    name = report.kernels[0].name
+    launches = re.findall(rf"^    {name}(?:\.launch)?\(", report.wrapper, flags=re.M)  # .launch on the GPU
+    assert len(launches) == 2, report.wrapper
+
+
+def test_cuda_wrappers_allocate_on_the_graphs_device_without_parsing_a_device_argument():
+    """On one CUDA device, buffers come from empty_strided_cuda (after call() makes that device
+    current) and kernels launch through `.launch`; several devices keep the explicit form."""
+    from types import SimpleNamespace
+
+    from tritonize.codegen.wrapper import WrapperWriter
+
+    def layout(device):
+        return Layout((4, 2), (2, 1), 0, torch.float16, torch.device(device))
+
+    def writer(*devices):
+        buffers = {f"buf{i}": SimpleNamespace(layout=layout(d)) for i, d in enumerate(devices)}
+        return WrapperWriter(SimpleNamespace(constants={}, buffers=buffers), "cuda")
+
+    one = writer("cuda:1", "cuda:1", "cpu")
+    assert one.cuda_index == 1
+    assert one.allocation(layout("cuda:1")) == "empty_strided_cuda((4, 2), (2, 1), torch.float16)"
+    assert one.allocation(layout("cpu")) == "empty_strided((4, 2), (2, 1), dtype=torch.float16, device='cpu')"
+    assert one.kernel_call("triton_poi_0") == "triton_poi_0.launch"
+    several = writer("cuda:0", "cuda:1")
+    assert several.cuda_index is None
+    assert several.allocation(layout("cuda:1")).endswith("device='cuda:1')")
+    assert WrapperWriter(SimpleNamespace(constants={}, buffers={}), "cpu").kernel_call("k") == "k"

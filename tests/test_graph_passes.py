@@ -70,7 +70,7 @@ def test_attention_kernels_receive_the_mask_layout_they_were_traced_with(device)
     (call,) = [line for line in lines if "aten._scaled_dot_product" in line]
     mask_name = call.split("attn_mask=")[1].split(")")[0] if "attn_mask=" in call else \
         call.split("(")[1].split(",")[3].strip()
-    (allocation,) = [line for line in lines if line.strip().startswith(f"{mask_name} = empty_strided(")]
+    (allocation,) = [line for line in lines if line.strip().startswith(f"{mask_name} = empty_strided")]
     # The CPU trace keeps the mask (2, 1, 16, 16); CUDA's efficient-attention trace expands it over
     # the heads first. Either way the realized mask is dense with a contiguous last dim.
     strides = allocation.split("), (")[1].split(")")[0]

@@ -30,8 +30,7 @@ def user_kernel_lines(writer, call: UserKernelCall) -> list[str]:
         if out.arg_name in call.in_place:
             lines.append(f"    {target} = {source}  # {out.arg_name}: written in place")
         else:
-            lines.append(f"    {target} = empty_strided({layout.size}, {layout.stride}, dtype={layout.dtype}, "
-                         f"device={str(layout.device)!r}); {target}.copy_({source})  "
+            lines.append(f"    {target} = {writer.allocation(layout)}; {target}.copy_({source})  "
                          f"# {out.arg_name}: copy ({call.clones.get(out.arg_name, 'not decided')})")
         launch_args[out.arg_name] = target
     constants = {k: v for k, v in call.args.items() if not isinstance(v, TensorArg)}
