@@ -20,7 +20,7 @@ code with random weights (seed 0), runs eager once as the reference, then the ba
   peak GiB     torch.cuda.max_memory_allocated over the timed steps (weights included)
   graphs       FX graphs Dynamo compiled (graph breaks add one)
   launches     device kernels (and memsets/memcpys) one step launches, from torch.profiler
-  gen kernels  kernels the back end generated: tritonize.explain() for tritonize, distinct
+  gen kernels  kernels the back end generated: the compiled graphs' reports for tritonize, distinct
                triton_* kernel names in the profile for Inductor
   accuracy     inference: cosine similarity of the output with eager's; training: cosine
                similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance)
@@ -152,9 +152,9 @@ def measure(args, workload, backend):
         raise ReferenceFailed(common.describe_error(exc).replace("fails: ", "", 1)) from exc
     common.reset_compiler_state()
     if backend == "eager":
-        step, first_call, check = eager_step, eager_first, "ref"
+        step, first_call, check, recorder = eager_step, eager_first, "ref", None
     else:
-        step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
+        step, recorder = compiled_step(workload, backend)
         actual, first_call = common.timed_first_call(step, device)
         check = accuracy(workload.mode, to_cpu(actual), reference)
         del actual
@@ -168,25 +168,33 @@ def measure(args, workload, backend):
               "launches": None if names is None else len(names), "accuracy": check}
     if backend == "inductor" and names is not None:
         result["generated"] = len({n for n in names if n.startswith("triton")})
+    if backend != "eager" and recorder is not None:
+        result["generated"] = tritonize_generated_kernels(recorder)
     return result
 
 
-def tritonize_generated_kernels(workload):
-    """Kernel count from tritonize.explain() ("n (+k fallback)" when ops fell back to aten),
-    or None if the report does not say."""
-    tritonize = common.import_tritonize()
-    if not hasattr(tritonize, "explain"):
-        return None
-    common.reset_compiler_state()
-    grad = torch.enable_grad() if workload.mode == "training" else torch.no_grad()
-    with grad:
-        report = tritonize.explain(workload.forward_fn(), *workload.inputs)
-    count = getattr(report, "kernels", None)
-    count = len(count) if hasattr(count, "__len__") else getattr(report, "num_kernels", None)
-    if not isinstance(count, int):
-        return None
-    fallbacks = getattr(report, "fallbacks", None)
-    fallback_count = sum(fallbacks.values()) if isinstance(fallbacks, dict) else 0
+def compiled_step(workload, backend):
+    """(step, recorder): the workload's step compiled by `backend`. For tritonize the recorder
+    collects each compiled graph's artifacts (what explain() reports) during the measured run,
+    so counting its kernels needs no second compile; None for other back ends."""
+    if backend != "tritonize":
+        return workload.step_fn(common.build_backend(backend, workload.forward_fn())), None
+    common.import_tritonize()
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+
+    recorder: list = []
+    compiled = torch.compile(common.private_copy(workload.forward_fn()),
+                             backend=make_backend(make_options(), recorder))
+    return workload.step_fn(compiled), recorder
+
+
+def tritonize_generated_kernels(recorder):
+    """Generated kernels of every compiled graph (forward and backward when training), "n (+k
+    fallback)" when ops ran through aten."""
+    graphs = [a for a in recorder if a != "graph"]
+    count = sum(len(a.kernels) for a in graphs)
+    fallback_count = sum(len(a.fallbacks) for a in graphs)
     return f"{count} (+{fallback_count} fallback)" if fallback_count else count
 
 
@@ -211,11 +219,6 @@ def run_worker(args):
         traceback.print_exc()
         emit({"error": common.describe_error(exc)})
         return 0
-    if backend == "tritonize" and not args.first_call_only:
-        try:
-            emit({"generated": tritonize_generated_kernels(workload)})
-        except Exception:
-            traceback.print_exc()
     return 0
 
 
@@ -260,8 +263,6 @@ def run_in_subprocess(args, env, model, mode, backend, first_call_only=False):
     result = parse_results(stdout)
     if timed_out and not result:
         result["error"] = f"fails: timeout after {args.timeout} s"
-    elif timed_out and "generated" not in result and backend == "tritonize":
-        result["generated"] = "timeout"
     elif not result:
         last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
         result["error"] = f"fails: worker exit code {process.returncode}: {last[0][:120]}"
@@ -349,7 +350,13 @@ def summary_lines(results, backends, modes):
         text = f"{backend}: geomean first call " + (f"{mean_first:.2f} s" if mean_first else "n/a")
         if backend != "eager" and memory:
             text += f", geomean peak memory / eager {common.geomean(memory):.2f}"
+        warm = [r["warm_call_s"] / r["first_call_s"] for (_, _, b), r in results.items()
+                if b == backend and isinstance(r.get("warm_call_s"), float) and r.get("first_call_s")]
+        if warm:
+            text += f", warm / cold first call {common.geomean(warm):.2f} (max {max(warm):.2f})"
         lines.append(text)
+    walls = [r["wall_s"] for r in results.values() if isinstance(r.get("wall_s"), float)]
+    lines.append(f"suite wall time {sum(walls):.0f} s ({len(walls)} rows, warm-cache processes included)")
     return lines
 
 
