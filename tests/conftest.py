@@ -68,3 +68,13 @@ def capture(request, monkeypatch) -> str:
     if request.param == "dynamo" and DEVICE != "cuda":
         make_dynamo_see_triton(monkeypatch)
     return request.param
+
+
+@pytest.fixture
+def exact_convolutions():
+    """cuDNN convolutions default to TF32 on a GPU: gradients would differ in the 3rd digit.
+    (flags(), not assignment: torch's own test helpers may have frozen the global flags.)"""
+    cudnn = torch.backends.cudnn
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                     allow_tf32=False):
+        yield

@@ -309,7 +309,7 @@ class SmallConvNet(nn.Module):
         return F.avg_pool2d(F.relu(self.conv2(x)), 2).flatten(1)
 
 
-def test_small_convnet_training_step_has_no_fallback():
+def test_small_convnet_training_step_has_no_fallback(exact_convolutions):
     torch.manual_seed(0)
     eager = SmallConvNet().to(DEVICE)
     compiled_model = SmallConvNet().to(DEVICE)

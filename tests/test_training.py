@@ -207,16 +207,6 @@ class SmallCNN(nn.Module):
         return self.head(F.adaptive_avg_pool2d(features, 1).flatten(1))
 
 
-@pytest.fixture
-def exact_convolutions():
-    """cuDNN convolutions default to TF32 on a GPU: gradients would differ in the 3rd digit.
-    (flags(), not assignment: torch's own test helpers may have frozen the global flags.)"""
-    cudnn = torch.backends.cudnn
-    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
-                     allow_tf32=False):
-        yield
-
-
 @pytest.mark.parametrize("input_grad", [True, False])
 def test_cnn_with_batch_norm_in_training_mode(device, input_grad, exact_convolutions):
     """Batch norm's running statistics are updated in place: the buffers are compared too."""
