@@ -6,8 +6,9 @@
     python3 bench/models.py --device cpu --small --models mlp   # smoke test, eager only on the CPU
 
 Each (model, mode, back end) runs in its own subprocess under a time limit (--timeout), so a crash,
-a hang or an out-of-memory error costs one row, not the suite. The worker builds the model from
-code with random weights (seed 0), runs eager once as the reference, then the back end:
+a hang or an out-of-memory error costs one row, not the suite (eager's row is measured in the first
+compiled back end's worker, before it compiles: one process less per model). The worker builds
+the model from code with random weights (seed 0), runs eager once as the reference, then the back end:
 
   step ms      median time of one step after warm-up (inference: forward under no_grad, bf16
                weights; training: forward under autocast(bf16) with fp32 weights, loss =
@@ -150,15 +151,22 @@ def measure(args, workload, backend):
         reference = to_cpu(reference)
     except Exception as exc:
         raise ReferenceFailed(common.describe_error(exc).replace("fails: ", "", 1)) from exc
+    if backend == "eager" or args.also_eager:
+        eager = measure_steps(args, eager_step, "eager", eager_first, "ref", None)
+        if backend == "eager":
+            return eager
+        emit({"eager": eager})
     common.reset_compiler_state()
-    if backend == "eager":
-        step, first_call, check, recorder = eager_step, eager_first, "ref", None
-    else:
-        step, recorder = compiled_step(workload, backend)
-        actual, first_call = common.timed_first_call(step, device)
-        check = accuracy(workload.mode, to_cpu(actual), reference)
-        del actual
-    del reference
+    step, recorder = compiled_step(workload, backend)
+    actual, first_call = common.timed_first_call(step, device)
+    check = accuracy(workload.mode, to_cpu(actual), reference)
+    del actual, reference
+    return measure_steps(args, step, backend, first_call, check, recorder)
+
+
+def measure_steps(args, step, backend, first_call, check, recorder):
+    """Step time, peak memory, launches and kernel counts of a step whose first call is done."""
+    device = args.device
     free_device_memory(device)
     seconds = common.time_iterations(step, device, warmup=args.warmup, iters=args.iters)
     peak = torch.cuda.max_memory_allocated() if torch.device(device).type == "cuda" else None
@@ -225,7 +233,7 @@ def run_worker(args):
 # ============================================================================ parent side
 
 
-def worker_command(args, model, mode, backend, first_call_only):
+def worker_command(args, model, mode, backend, first_call_only, also_eager=False):
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--models", model,
                "--mode", mode, "--backends", backend, "--device", args.device,
                "--warmup", str(args.warmup), "--iters", str(args.iters)]
@@ -233,6 +241,8 @@ def worker_command(args, model, mode, backend, first_call_only):
         command.append("--small")
     if first_call_only:
         command.append("--first-call-only")
+    if also_eager:
+        command.append("--also-eager")
     return command
 
 
@@ -244,9 +254,9 @@ def parse_results(stdout):
     return result
 
 
-def run_in_subprocess(args, env, model, mode, backend, first_call_only=False):
+def run_in_subprocess(args, env, model, mode, backend, first_call_only=False, also_eager=False):
     """Runs one worker under the time limit; returns its result dict (with "error" on failure)."""
-    command = worker_command(args, model, mode, backend, first_call_only)
+    command = worker_command(args, model, mode, backend, first_call_only, also_eager)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)
     try:
@@ -282,12 +292,16 @@ def cache_environment(args):
     return env, root
 
 
-def run_one(args, env, model, mode, backend):
+def run_one(args, env, model, mode, backend, also_eager=False):
+    """One back end's row (its worker and, unless --skip-warm, the warm-cache worker). With
+    also_eager the worker measures the eager row too, under the key "eager" (one process less)."""
     spec = model_zoo.SPECS_BY_NAME[model]
     if not model_zoo.package_available(spec.package):
         return {"error": f"fails: missing package {spec.package}"}
     start = time.perf_counter()
-    result = run_in_subprocess(args, env, model, mode, backend)
+    result = run_in_subprocess(args, env, model, mode, backend, also_eager=also_eager)
+    if also_eager:
+        result.setdefault("eager", {"error": result.get("error", "fails: eager not measured")})
     if backend != "eager" and "error" not in result and not args.skip_warm:
         warm = run_in_subprocess(args, env, model, mode, backend, first_call_only=True)
         result["warm_call_s"] = warm.get("warm_call_s", warm.get("error", "fails"))
@@ -368,15 +382,23 @@ def run_suite(args, models, modes, backends):
     try:
         for model in models:
             for mode in modes:
-                for backend in backends:
-                    result = run_one(args, env, model, mode, backend)
-                    results[(model, mode, backend)] = result
-                    row = table_row(model, mode, backend, result,
-                                    results.get((model, mode, "eager")))
-                    rows.append(row)
-                    wall = result.get("wall_s")
-                    print("  " + "  ".join(common.format_cell(c) for c in row)
-                          + (f"   [{wall:.0f} s]" if wall else ""), flush=True)
+                # eager is measured inside the first compiled back end's worker when there is one
+                compiled = [b for b in backends if b != "eager"]
+                eager_inside = "eager" in backends and bool(compiled)
+                for backend in compiled if eager_inside else backends:
+                    result = run_one(args, env, model, mode, backend,
+                                     also_eager=eager_inside and backend == compiled[0])
+                    if "eager" in result:
+                        measured = [("eager", result.pop("eager")), (backend, result)]
+                    else:
+                        measured = [(backend, result)]
+                    for name, value in measured:
+                        results[(model, mode, name)] = value
+                        row = table_row(model, mode, name, value, results.get((model, mode, "eager")))
+                        rows.append(row)
+                        wall = value.get("wall_s")
+                        print("  " + "  ".join(common.format_cell(c) for c in row)
+                              + (f"   [{wall:.0f} s]" if wall else ""), flush=True)
     finally:
         if cache_root:
             shutil.rmtree(cache_root, ignore_errors=True)
@@ -408,6 +430,7 @@ def parse_args(argv=None):
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-call-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--also-eager", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.warmup is None:
         args.warmup = 1 if args.small else 3
