@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import model_zoo  # noqa: E402
 
+PROCESS_START = time.perf_counter()  # phases of a worker are timed from here (bench/ only)
 RESULT_MARK = "BENCH_RESULT "
 MODES = ("inference", "training")
 QUICK_MODELS = ["gpt2", "resnet50"]
@@ -164,13 +165,22 @@ def measure(args, workload, backend):
     return measure_steps(args, step, backend, first_call, check, recorder)
 
 
+def phase(args, name):
+    """Note when a worker phase ended (seconds since the process started), for the parent's log."""
+    if hasattr(args, "phases"):
+        args.phases.append((name, time.perf_counter() - PROCESS_START))
+
+
 def measure_steps(args, step, backend, first_call, check, recorder):
     """Step time, peak memory, launches and kernel counts of a step whose first call is done."""
     device = args.device
+    phase(args, f"{backend} first call")
     free_device_memory(device)
     seconds = common.time_iterations(step, device, warmup=args.warmup, iters=args.iters)
+    phase(args, f"{backend} timing")
     peak = torch.cuda.max_memory_allocated() if torch.device(device).type == "cuda" else None
     names = common.device_kernel_names(step, device)
+    phase(args, f"{backend} profile")
     result = {"step_s": seconds, "first_call_s": first_call, "peak_bytes": peak,
               "graphs": common.dynamo_graph_count() if backend != "eager" else None,
               "launches": None if names is None else len(names), "accuracy": check}
@@ -215,9 +225,13 @@ def run_worker(args):
     backend, spec = args.backends, model_zoo.SPECS_BY_NAME[args.models]
     torch.manual_seed(0)
     torch.set_float32_matmul_precision("high")
+    args.phases = [("start", time.perf_counter() - PROCESS_START)]
     try:
         workload = Workload(spec, args.mode, args.small, args.device)
+        phase(args, "build")
         emit(measure(args, workload, backend))
+        phase(args, "done")
+        emit({"phases": args.phases})
     except (model_zoo.MissingPackage, ReferenceFailed) as exc:
         traceback.print_exc()
         label = "" if isinstance(exc, model_zoo.MissingPackage) else "eager reference: "
@@ -399,6 +413,9 @@ def run_suite(args, models, modes, backends):
                         wall = value.get("wall_s")
                         print("  " + "  ".join(common.format_cell(c) for c in row)
                               + (f"   [{wall:.0f} s]" if wall else ""), flush=True)
+                    if result.get("phases"):
+                        print("    phases (s since start): " + ", ".join(
+                            f"{n} {t:.1f}" for n, t in result.pop("phases")), flush=True)
     finally:
         if cache_root:
             shutil.rmtree(cache_root, ignore_errors=True)
