@@ -68,12 +68,13 @@ def main() -> int:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     torch.manual_seed(0)
     big = device == "cuda"
-    mlp = MLP(256, 1024, 256) if big else MLP(32, 64, 16)
-    block = TransformerBlock(256, 8) if big else TransformerBlock(32, 4)
+    # On a GPU, sizes where the device work outweighs the per-launch host cost of either side.
+    mlp = MLP(1024, 4096, 1024) if big else MLP(32, 64, 16)
+    block = TransformerBlock(1024, 16) if big else TransformerBlock(32, 4)
     ok = run_example("MLP", mlp.to(device, dtype).eval(),
-                     torch.randn(4096 if big else 8, mlp.fc1.in_features, device=device, dtype=dtype))
+                     torch.randn(8192 if big else 8, mlp.fc1.in_features, device=device, dtype=dtype))
     ok &= run_example("transformer block", block.to(device, dtype).eval(),
-                      torch.randn(8 if big else 2, 256 if big else 8, block.qkv.in_features,
+                      torch.randn(16 if big else 2, 512 if big else 8, block.qkv.in_features,
                                   device=device, dtype=dtype))
     print("demo: all results match eager" if ok else "demo: MISMATCH against eager")
     return 0 if ok else 1
