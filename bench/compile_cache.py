@@ -14,7 +14,10 @@ run that misses is a bug) and its Dynamo-level cache hits/misses (tritonize/dyna
 skips AOTAutograd as well; graphs it does not store, such as ones that mutate their inputs, miss
 every time). "floor s" (tritonize rows) is a third fresh process with backend="aot_eager": Dynamo
 and AOTAutograd alone, what a warm first call costs at least without the Dynamo-level cache
-(with it, a warm call that hits every graph pays Dynamo but not AOTAutograd). Goals (issue 5):
+(with it, a warm call that hits every graph pays Dynamo but not AOTAutograd). "backend s
+cold/warm" (tritonize) is the time spent inside the backend during the first call: AOTAutograd
+and our compiler when cold, the cache lookups when warm (GPU kernels finish compiling while the
+first call runs, outside it). Goals (issue 5):
 warm / cold <= 0.25 for tritonize, and tritonize cold <= 0.5 x Inductor cold. A failure or
 timeout is a row, not a crash.
 """
@@ -36,8 +39,8 @@ import model_zoo  # noqa: E402
 
 RESULT_MARK = "COMPILE_CACHE_RESULT "
 DEFAULT_MODELS = "gpt2,transformer_block,mlp"
-HEADERS = ["model", "backend", "cold s", "warm s", "warm/cold", "floor s", "process s", "graph cache (warm)",
-           "dynamo cache (warm)", "note"]
+HEADERS = ["model", "backend", "cold s", "warm s", "warm/cold", "floor s", "process s", "backend s cold/warm",
+           "graph cache (warm)", "dynamo cache (warm)", "note"]
 
 
 # ============================================================================ worker side
@@ -53,8 +56,11 @@ def run_worker(args):
         torch.manual_seed(0)
         torch.set_float32_matmul_precision("high")
         workload = models.Workload(spec, "inference", args.small, args.device)
+        backend_seconds = []
         if args.backends == "aot_eager":  # Dynamo + AOTAutograd alone: the floor
             step = workload.step_fn(torch.compile(workload.forward_fn(), backend="aot_eager"))
+        elif args.backends == "tritonize":
+            step = workload.step_fn(timed_tritonize(workload.forward_fn(), backend_seconds))
         else:
             step = workload.step_fn(common.build_backend(args.backends, workload.forward_fn()))
         _, seconds = common.timed_first_call(step, args.device)
@@ -64,6 +70,7 @@ def run_worker(args):
 
             result["graph_cache"] = dict(graph_cache.STATS)
             result["dynamo_cache"] = dict(dynamo_cache.STATS)
+            result["backend_s"] = sum(backend_seconds)
 
     except model_zoo.MissingPackage as exc:
         result["error"] = f"fails: {exc}"
@@ -73,6 +80,21 @@ def run_worker(args):
     result["process_s"] = time.perf_counter() - start
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
+
+
+def timed_tritonize(fn, seconds: list):
+    """torch.compile(fn, backend="tritonize"), adding the time spent in the backend to `seconds`."""
+    common.import_tritonize()
+    from tritonize.backend import tritonize_backend
+
+    def backend(gm, example_inputs):
+        begin = time.perf_counter()
+        try:
+            return tritonize_backend(gm, example_inputs)
+        finally:
+            seconds.append(time.perf_counter() - begin)
+
+    return torch.compile(common.private_copy(fn), backend=backend)
 
 
 # ============================================================================ parent side
@@ -117,7 +139,7 @@ def measure(args, model, backend):
 def table_row(model, backend, cold, warm):
     if "error" in cold or "error" in warm:
         return [model, backend, cold.get("first_call_s", "-"), warm.get("first_call_s", "-"), "-", "-", "-", "-",
-                "-", cold.get("error") or warm.get("error")]
+                "-", "-", cold.get("error") or warm.get("error")]
     ratio = warm["first_call_s"] / cold["first_call_s"]
     stats, dynamo = warm.get("graph_cache"), warm.get("dynamo_cache")
     cache = f"{stats.get('hit', 0)} hit, {stats.get('miss', 0)} miss" if stats is not None else "-"
@@ -125,8 +147,11 @@ def table_row(model, backend, cold, warm):
     if dynamo is not None:
         dynamo_cache = f"{dynamo.get('hit', 0)} hit, {dynamo.get('miss', 0)} miss, {dynamo.get('uncached', 0)} unkeyed"
     note = "warm run missed the graph cache" if stats and stats.get("miss") else ""
+    backend_s = "-"
+    if "backend_s" in cold and "backend_s" in warm:
+        backend_s = f"{cold['backend_s']:.2f} / {warm['backend_s']:.2f}"
     return [model, backend, cold["first_call_s"], warm["first_call_s"], ratio, warm.get("floor_s", "-"),
-            warm["process_s"], cache, dynamo_cache, note]
+            warm["process_s"], backend_s, cache, dynamo_cache, note]
 
 
 def summary_lines(rows):

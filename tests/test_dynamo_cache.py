@@ -355,7 +355,7 @@ def test_explain_on_a_hit_reports_the_kernels(cache, device):
     assert str(warm) == str(cold) and "inference" in str(warm)
 
 
-def test_caching_off_and_debug_dir_bypass(cache, device, monkeypatch, tmp_path):
+def test_caching_off_dynamo_cache_off_and_debug_dir_bypass(cache, device, monkeypatch, tmp_path):
     def fn(x):
         return x.tanh()
 
@@ -365,6 +365,14 @@ def test_caching_off_and_debug_dir_bypass(cache, device, monkeypatch, tmp_path):
         assert_same(compile_fresh(fn)(x), fn(x))
     assert dynamo_cache.STATS == {"uncached": 2} and dynamo_entries(cache) == []
     monkeypatch.delenv("TRITONIZE_CACHE")
+    monkeypatch.setenv("TRITONIZE_DYNAMO_CACHE", "0")  # this cache alone: the graph cache still hits
+    dynamo_cache.STATS.clear()
+    graph_cache.STATS.clear()
+    for _ in range(2):
+        assert_same(compile_fresh(fn)(x), fn(x))
+    assert dynamo_cache.STATS == {"uncached": 2} and dynamo_entries(cache) == []
+    assert graph_cache.STATS == {"miss": 1, "store": 1, "hit": 1}
+    monkeypatch.delenv("TRITONIZE_DYNAMO_CACHE")
     dynamo_cache.STATS.clear()
     with tritonize.config.patch(debug_dir=str(tmp_path / "debug")):
         for _ in range(2):

@@ -31,13 +31,14 @@ A hit (`CachedInference`) runs the graph as AOTAutograd's runtime wrapper runs a
 boxed arguments, grad mode off, autocast off when it was on at trace time (the trace applied it),
 outputs as a list. Entries go through runtime/disk_cache.py like every other entry (checksummed,
 written atomically; a damaged entry is a miss and is rewritten); TRITONIZE_CACHE=0 or a debug
-directory turn this cache off with the graph cache.
+directory turn this cache off with the graph cache, TRITONIZE_DYNAMO_CACHE=0 this cache alone.
 """
 from __future__ import annotations
 
 import collections
 import json
 import logging
+import os
 
 import torch
 
@@ -59,10 +60,15 @@ class NotCacheable(Exception):
 
 
 def cache_dir(options):
-    """The entries' directory, or None when caching is off or a debug directory is set."""
-    if options.debug_dir is not None:
+    """The entries' directory, or None when caching is off, a debug directory is set, or
+    TRITONIZE_DYNAMO_CACHE=0 turns this cache alone off (the graph cache stays on)."""
+    if options.debug_dir is not None or not enabled():
         return None
     return disk_cache.entry_dir("dynamo")
+
+
+def enabled() -> bool:
+    return os.environ.get("TRITONIZE_DYNAMO_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
 # ----------------------------------------------------------------------------- keys
