@@ -12,8 +12,9 @@ The key (`dynamo_key`) covers what decides AOTAutograd's output:
   operators such as user Triton kernels, user functions, custom operators) is not cached, nor is
   a graph with parameters or buffers of its own (AOTAutograd would add them as inputs);
 * the bytes of the tensors it reads with get_attr;
-* each example input's size, stride, storage offset, dtype, device, requires_grad and whether it
-  is an nn.Parameter (plain values by type and value; symbolic sizes are not cached);
+* each example input's size, stride, storage offset, dtype, device, requires_grad, whether it is
+  an nn.Parameter and whether it is an inference tensor (plain values by type and value; symbolic
+  sizes are not cached);
 * global state AOTAutograd reads: grad mode, inference mode, autocast per device type, default
   dtype, matmul precisions, deterministic algorithms, SDPA back ends, the functorch config, and
   the GPU's name and capability for CUDA inputs;
@@ -22,10 +23,12 @@ The key (`dynamo_key`) covers what decides AOTAutograd's output:
 Only inference graphs whose calling convention AOTAutograd leaves trivial are stored
 (`trivial_convention`): the compiled aten graph takes exactly Dynamo's inputs, in order, and its
 outputs are Dynamo's outputs. Read from AOTAutograd's metadata for the graph being compiled: no
-input mutations (data or metadata), no output that aliases an input, another output or an
-intermediate, no tensor subclasses, no effect tokens, no functionalized RNG state, no grad-mode
-change, no output that requires grad, and the same inputs and outputs in number and layout
-(no deduplicated inputs or synthetic bases). Anything not proven so is not stored.
+input mutations (data or metadata), every output "non_alias" (AOTAutograd's runtime wrapper
+regenerates none of them: no alias of an input, no view it rebuilds from an intermediate base; in
+an inference graph a view of another output is returned as the compiled graph returns it, and is
+non_alias), no tensor subclasses, no effect tokens, no functionalized RNG state, no grad-mode
+change, no output that requires grad, and the same inputs and outputs in number and layout (no
+lifted or deduplicated inputs, no synthetic bases). Anything not proven so is not stored.
 
 A hit (`CachedInference`) runs the graph as AOTAutograd's runtime wrapper runs an inference graph:
 boxed arguments, grad mode off, autocast off when it was on at trace time (the trace applied it),
@@ -39,6 +42,7 @@ import collections
 import json
 import logging
 import os
+import re
 
 import torch
 
@@ -180,7 +184,7 @@ def input_key(value) -> list:
         if not all(type(s) is int for s in sizes):
             raise NotCacheable("symbolic sizes")
         return ["tensor", list(value.shape), list(value.stride()), value.storage_offset(), str(value.dtype),
-                str(value.device), value.requires_grad, isinstance(value, torch.nn.Parameter)]
+                str(value.device), value.requires_grad, isinstance(value, torch.nn.Parameter), value.is_inference()]
     if type(value) in (bool, int, float, str, type(None)):
         return [type(value).__name__, value]
     raise NotCacheable(f"input of type {type(value).__name__}")
@@ -306,7 +310,7 @@ def _identity(entries) -> bool:
         index = entry if type(entry) is int else getattr(entry, "unwrapped_idx", None)
         if type(entry) is not int and type(entry).__name__ != "PlainTensorMeta":
             return False
-        if index != i or getattr(entry, "memory_format", None) is not None:
+        if index != i:
             return False
     return True
 
@@ -398,6 +402,8 @@ def load(key: str, options) -> CachedInference | None:
         if entry["format"] != FORMAT:
             raise ValueError(f"format {entry['format']!r}")
         graph_key, disable_autocast = str(entry["graph_key"]), bool(entry["disable_autocast"])
+        if not re.fullmatch(r"[0-9a-f]{40}", graph_key):
+            raise ValueError(f"graph key {graph_key!r}")
     except (KeyError, TypeError, ValueError) as err:
         log.debug("tritonize cache: ignoring Dynamo entry %s: %s", path, err)
         return None
