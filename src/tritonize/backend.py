@@ -1,7 +1,10 @@
 """The torch.compile entry: Dynamo hands us a torch-level FX graph (graph_passes adjusts it);
 AOTAutograd with our decompositions turns it into aten graphs (an inference graph, or a forward
 and a backward graph when training), and each aten graph goes through pipeline.compile_graph
-(by way of graph_cache.compile_graph_cached, which may find it compiled on disk)."""
+(by way of graph_cache.compile_graph_cached, which may find it compiled on disk).
+
+Before all that, dynamo_cache looks Dynamo's graph up: a hit (an inference graph stored by an
+earlier process) skips AOTAutograd too and runs the stored graph directly."""
 from __future__ import annotations
 
 import itertools
@@ -9,6 +12,7 @@ import itertools
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
+from . import dynamo_cache
 from .config import Options, make_options
 from .graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
@@ -21,18 +25,23 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     """A Dynamo backend with fixed options. `recorder` (a list) collects each graph's artifacts."""
     options = options or make_options()
 
-    def aten_compiler(role: str):
+    def record(compiled, role: str) -> None:
+        compiled.artifacts.role = role
+        if recorder is not None:
+            recorder.append(compiled.artifacts)
+
+    def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None):
         def compile_aten(gm, example_inputs):
             compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
-            compiled.artifacts.role = role
+            record(compiled, role)
             report_output_strides(compiled)
-            if recorder is not None:
-                recorder.append(compiled.artifacts)
+            if pending is not None:
+                pending.offer(compiled, gm, example_inputs)
             return compiled
 
         return compile_aten
 
-    compile_forward, compile_inference = aten_compiler("forward"), aten_compiler("inference")
+    compile_forward = aten_compiler("forward")
 
     def compile_backward(gm, example_inputs):
         # A `.backward()` inside a compiled function runs with Dynamo's frame hook still set:
@@ -42,15 +51,23 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def backend(gm: torch.fx.GraphModule, example_inputs):
         if recorder is not None:
             recorder.append("graph")
+        key, hit = dynamo_cache.lookup(gm, example_inputs, options)
+        if hit is not None:
+            record(hit.compiled, "inference")
+            return hit
+        pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options) if key is not None else None
         contiguous_attention_masks(gm)
-        return aot_module_simplified(
+        compiled_fn = aot_module_simplified(
             gm, example_inputs,
             fw_compiler=compile_forward,
             bw_compiler=compile_backward,
-            inference_compiler=compile_inference,
+            inference_compiler=aten_compiler("inference", pending),
             decompositions=decomposition_table(),
             keep_inference_input_mutations=False,
         )
+        if pending is not None:
+            pending.finish()
+        return compiled_fn
 
     return backend
 

@@ -53,6 +53,7 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
     if hit is not None:
         STATS["hit"] += 1
         log.debug("tritonize cache: graph %d is a hit (%s)", graph_id, key)
+        hit.cache_key = key
         return hit
     STATS["miss"] += 1
     compiled = compile_graph(gm, example_inputs, options, graph_id)
@@ -60,7 +61,20 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
         payload = _serialize(compiled)
         if payload is not None and disk_cache.write_entry(path, payload):
             STATS["store"] += 1
+            compiled.cache_key = key
     return compiled
+
+
+def load_cached_graph(key: str) -> CompiledGraph | None:
+    """The stored graph with this key (the Dynamo-level cache's hit path), or None."""
+    directory = disk_cache.entry_dir("graphs")
+    if directory is None:
+        return None
+    hit = _load(directory / f"{key}.entry")
+    if hit is not None:
+        STATS["hit"] += 1
+        hit.cache_key = key
+    return hit
 
 
 # ----------------------------------------------------------------------------- keys
@@ -72,17 +86,21 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
         return None
     try:
         text = graph_text(gm)
-        with _real_tensors():
-            constants = _constants_digest(gm)
+        with real_tensors():
+            constants = constants_digest(gm)
     except Exception as err:  # an unusual graph: compile it, do not cache it
         log.debug("tritonize cache: graph not keyed: %s: %s", type(err).__name__, err)
         return None
-    import triton
-
-    versions = [torch.__version__, triton.__version__, platform.python_version(), disk_cache.tritonize_version()]
     settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision()]
     return disk_cache.stable_hash("graph-v2", text, inputs, constants, [options.mode, options.fallback],
-                                  versions, settings)
+                                  versions(), settings)
+
+
+def versions() -> list:
+    """torch, triton, Python and tritonize versions: a change to any invalidates the caches."""
+    import triton
+
+    return [torch.__version__, triton.__version__, platform.python_version(), disk_cache.tritonize_version()]
 
 
 def graph_text(gm: torch.fx.GraphModule) -> str:
@@ -103,7 +121,8 @@ def _input_key(value):
     return None
 
 
-def _constants_digest(gm: torch.fx.GraphModule) -> list:
+def constants_digest(gm: torch.fx.GraphModule) -> list:
+    """Each get_attr's target with its tensor's dtype, size, stride and a digest of its bytes."""
     found = []
     for node in gm.graph.nodes:
         if node.op != "get_attr":
@@ -120,7 +139,7 @@ def _constants_digest(gm: torch.fx.GraphModule) -> list:
     return found
 
 
-def _real_tensors():
+def real_tensors():
     """Backends run under Dynamo's fake-tensor mode; reading constants needs real tensors."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -133,7 +152,7 @@ def _real_tensors():
 def _serialize(compiled: CompiledGraph) -> bytes | None:
     art = compiled.artifacts
     try:
-        with _real_tensors():
+        with real_tensors():
             constants = {name: _encode_tensor(value) for name, value in compiled.constants.items()}
     except (TypeError, RuntimeError) as err:
         log.debug("tritonize cache: graph not stored: %s", err)
@@ -185,7 +204,7 @@ def _load(path) -> CompiledGraph | None:
         return None
     try:
         entry = json.loads(payload)
-        with _real_tensors():
+        with real_tensors():
             constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
         artifacts = GraphArtifacts(
             [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
