@@ -209,6 +209,25 @@ def test_a_different_constant_misses_and_the_same_one_hits(cache, device):
     assert dynamo_cache.STATS == {"miss": 2, "store": 2, "hit": 2}
 
 
+def test_functions_torch_builds_in_a_factory_are_keyed_by_their_public_name(cache, device):
+    """F.max_pool2d is `boolean_dispatch.<locals>.fn` (ResNet-50 missed the cache for it); it is
+    keyed as torch.nn.functional.max_pool2d, and return_indices still tells the variants apart."""
+    import torch.nn.functional as F
+
+    def pool(x):
+        return F.max_pool2d(x, 3, 2, 1) * 2
+
+    def pool_with_indices(x):
+        values, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        return values * 2, indices
+
+    x = torch.randn(2, 3, 8, 8, device=device)
+    with torch.no_grad():
+        for fn in (pool, pool_with_indices, pool):
+            assert_same(compile_fresh(fn)(x), fn(x))
+    assert dynamo_cache.STATS == {"miss": 2, "store": 2, "hit": 1}
+
+
 def test_a_different_tensor_constant_misses(cache, device):
     def make(values):
         def fn(x):

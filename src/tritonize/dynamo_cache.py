@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import re
+import sys
 
 import torch
 
@@ -140,13 +141,23 @@ def function_name(target) -> str:
             raise NotCacheable(f"method {target!r} of a class outside torch")
         return f"{owner.__module__}.{owner.__qualname__}.{target.__name__}"
     module = getattr(target, "__module__", None)
-    qualname = getattr(target, "__qualname__", None)
+    qualname = _public_name(target, module) or getattr(target, "__qualname__", None)
     trusted = kind == "builtin_function_or_method" and module in ("_operator", "operator", "math", "builtins")
     if not (trusted or (module and _is_torch_module(module))) or not qualname or "<" in qualname:
         raise NotCacheable(f"function {target!r} from {module}")
     if kind not in ("builtin_function_or_method", "function"):
         raise NotCacheable(f"callable of type {kind}: {target!r}")
     return f"{module}.{qualname}"
+
+
+def _public_name(target, module: str | None) -> str | None:
+    """The name a function made by a factory is published under in its module (F.max_pool2d is
+    torch's `boolean_dispatch.<locals>.fn`), when the module really holds it under that name."""
+    name = getattr(target, "__name__", None)
+    holder = sys.modules.get(module) if module else None
+    if name and holder is not None and getattr(holder, name, None) is target:
+        return name
+    return None
 
 
 def _is_torch_module(module: str) -> bool:
