@@ -78,3 +78,18 @@ def exact_convolutions():
     with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
                      allow_tf32=False):
         yield
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty tritonize cache root for this test (caching on), with the caches' counters reset."""
+    from tritonize import dynamo_cache, graph_cache
+    from tritonize.runtime import disk_cache
+
+    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITONIZE_CACHE", raising=False)
+    disk_cache._checked_root.cache_clear()
+    graph_cache.STATS.clear()
+    dynamo_cache.STATS.clear()
+    yield tmp_path / "cache"
+    disk_cache._checked_root.cache_clear()

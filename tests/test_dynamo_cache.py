@@ -19,17 +19,6 @@ from helpers import assert_same
 SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRITONIZE_CACHE", raising=False)
-    disk_cache._checked_root.cache_clear()
-    graph_cache.STATS.clear()
-    dynamo_cache.STATS.clear()
-    yield tmp_path / "cache"
-    disk_cache._checked_root.cache_clear()
-
-
 def compile_fresh(fn):
     """torch.compile(fn) as a new process would: Dynamo's in-memory caches emptied first."""
     torch._dynamo.reset()
