@@ -13,7 +13,6 @@ import torch.nn as nn
 
 import tritonize
 from tritonize import dynamo_cache, graph_cache
-from tritonize.runtime import disk_cache
 from helpers import assert_same
 
 SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
