@@ -141,3 +141,23 @@ def test_opinfo(op, dtype):
             frame += f"\n  in {r['generated_frame']}"
         pytest.fail(f"{eid}: {r['category']}: {r['detail']}{frame}\n  fallbacks: {r['fallbacks']}",
                     pytrace=False)
+    in_scope = sweep.is_elementwise(op) and not dtype.is_complex and op.name not in COMPLEX_CASTS
+    core = core_fallbacks(r["fallbacks"]) if in_scope else []
+    assert not core, f"{eid}: an elementwise entry fell back on ops of aten's core set: {core}"
+
+
+# Casts to complex dtypes: complex tensors are out of scope (their `_to_copy` runs through aten).
+COMPLEX_CASTS = {"cfloat", "cdouble", "chalf"}
+
+
+def core_fallbacks(fallbacks) -> list[str]:
+    """The fallback ops (by their "aten.name.overload" text) that carry torch's `core` tag: an
+    elementwise entry must run those as generated kernels (issue 2)."""
+    core = []
+    for name in fallbacks:
+        namespace, op, overload = name.split(".")
+        packet = getattr(getattr(torch.ops, namespace), op, None)
+        overload_op = getattr(packet, overload, None) if packet is not None else None
+        if overload_op is not None and torch.Tag.core in overload_op.tags:
+            core.append(name)
+    return core
