@@ -3,7 +3,8 @@
 # (eager, Inductor, tritonize) and the demo. Run from the repo root on the GPU machine:
 #   bash bench/gpu_check.sh [pytest selection...]
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
-# Logs and the markdown table go to $OUT when set. BENCH_CASES=a,b limits the benchmark.
+# Logs and the markdown table go to $OUT when set. BENCH_CASES=a,b limits the benchmark;
+# WITH_RUNTIME=1 adds launch overhead and cold/warm compile (about 4 more minutes).
 set -uo pipefail
 OUT=${OUT:-/tmp/tritonize-gpu}
 mkdir -p "$OUT"
@@ -21,3 +22,8 @@ CASES=${BENCH_CASES:-}
 timeout 300 python3 bench/kernels.py ${CASES:+--cases "$CASES"} --markdown "$OUT/kernels.md" 2>&1 \
     | tee "$OUT/bench.log" | grep -v -i warn | tail -52
 timeout 120 python3 -m tritonize.demo 2>&1 | tail -12
+if [[ -n "${WITH_RUNTIME:-}" ]]; then  # issue 5's (a) and (c): launch overhead, warm vs cold compile
+    timeout 100 python3 bench/launch_overhead.py 2>&1 | tee "$OUT/launch_overhead.log" | tail -9
+    TRITONIZE_CACHE_DIR=$(mktemp -d) timeout 150 python3 bench/compile_cache.py --models resnet50,gpt2 \
+        --backends tritonize --no-floor --timeout 60 --markdown "$OUT/compile_cache.md" 2>&1 | tail -5
+fi
