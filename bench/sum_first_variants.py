@@ -87,21 +87,21 @@ class Variant:
 
 
 def sweep(sms: int, quick: bool, cols: int = FULL_SHAPE[1]) -> list[sum_first_kernels.Config]:
-    """Kernel configs for the full shape, in priority order (a --budget-s cut drops the tail)."""
+    """Kernel configs for the full shape, in priority order: the --quick set first (so a
+    --budget-s cut, or a crash, leaves the most telling ones measured), then the rest."""
     C = sum_first_kernels.Config
     aligned = sms // math.gcd(cols // 64, sms)  # splits making 64-column blocks x splits a multiple of sms
+    core = [C("split2"), C("semaphore"), C("semaphore", splits=aligned),
+            C("semaphore", xblock=128, rblock=128), C("atomic"),
+            C("rows", splits=sms, xblock=cols, rblock=2),
+            C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16)]
     if quick:
-        return [C("split2"), C("semaphore"), C("semaphore", splits=aligned),
-                C("semaphore", xblock=128, rblock=128), C("atomic"),
-                C("rows", splits=sms, xblock=cols, rblock=2),
-                C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16)]
-    return [
-        C("split2"),
-        # semaphore: the center, then one setting at a time
-        C("semaphore"),
-        C("semaphore", splits=aligned), C("semaphore", splits=32), C("semaphore", splits=8),
+        return core
+    rest = [
+        # semaphore: one setting of the center (16 splits, 64x256, 8 warps, 1 stage) at a time
+        C("semaphore", splits=32), C("semaphore", splits=8),
         C("semaphore", splits=64), C("semaphore", splits=2 * aligned),
-        C("semaphore", xblock=128, rblock=128), C("semaphore", xblock=256, rblock=64),
+        C("semaphore", xblock=256, rblock=64),
         C("semaphore", rblock=128), C("semaphore", rblock=64, num_warps=4),
         C("semaphore", rblock=32, num_warps=4), C("semaphore", rblock=128, num_warps=4),
         C("semaphore", num_stages=2), C("semaphore", num_stages=3),
@@ -115,20 +115,22 @@ def sweep(sms: int, quick: bool, cols: int = FULL_SHAPE[1]) -> list[sum_first_ke
         C("semaphore", rblock=64, num_warps=4, num_stages=3),
         C("semaphore", xblock=256, rblock=32, num_stages=2),
         C("semaphore", xblock=128, rblock=128, num_stages=2),
+        C("semaphore", splits=aligned, num_stages=2),
         # fp32 atomics
-        C("atomic"), C("atomic", splits=aligned), C("atomic", splits=32),
+        C("atomic", splits=aligned), C("atomic", splits=32),
         C("atomic", xblock=128, rblock=128), C("atomic", splits=64, xblock=128, rblock=64, num_warps=4),
         # persistent row bands
-        C("rows", splits=sms, xblock=cols, rblock=2), C("rows", splits=sms, xblock=cols, rblock=4),
+        C("rows", splits=sms, xblock=cols, rblock=4),
         C("rows", splits=sms, xblock=cols, rblock=2, num_warps=16),
         C("rows", splits=sms, xblock=cols, rblock=4, num_warps=16, num_stages=2),
+        C("rows", splits=sms, xblock=cols, rblock=8, num_warps=16),
         C("rows", splits=2 * sms, xblock=cols, rblock=2),
-        C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16),
         C("rows", splits=sms, xblock=1024, rblock=8),
         C("rows", splits=4 * sms, xblock=1024, rblock=8, num_warps=4),
         # the two-kernel form with pipelining, for comparison
         C("split2", num_stages=2),
     ]
+    return core + rest
 
 
 def small_sweep() -> list[sum_first_kernels.Config]:
@@ -383,8 +385,9 @@ def main(argv=None):
             prepare(v, ref, registers)
             if v.check == "ok":
                 v.times_us.append(timer.median_us(v.fn))  # round 1, while its kernel is warm
-            print(f"  {v.group:20s} {v.config:34s} {v.check:10s} "
-                  f"{v.best_us or float('nan'):7.1f} us  regs {v.regs}", flush=True)
+            progress = row(v, copy_gbs, shape)
+            print(f"  {v.group:20s} {v.config:34s} {v.check:10s} {v.best_us or float('nan'):7.1f} us "
+                  f"{progress[5] or float('nan'):5.1f}% copy  regs {v.regs}", flush=True)
             variants.append(v)
     for v in variants:
         if v.kernel_config is None and v.check == "ok":
