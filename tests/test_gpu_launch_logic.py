@@ -111,11 +111,9 @@ class FakeEnv:
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
-    disk_cache._checked_root.cache_clear()
-    yield
-    disk_cache._checked_root.cache_clear()
+def private_cache(cache):
+    """Every test here gets its own empty cache root (conftest's `cache` fixture)."""
+    yield cache
 
 
 def make_kernel(env, mode="default", dtypes=(torch.float32, torch.float32)):

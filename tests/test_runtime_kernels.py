@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import tritonize
-from tritonize.runtime import disk_cache
 from tritonize.runtime.launcher import load_kernel
 from conftest import DEVICE
 from helpers import assert_same
@@ -63,11 +62,9 @@ def hand_persistent_row_max(in_ptr0, in_out_ptr0, XBLOCK: tl.constexpr):
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))
-    disk_cache._checked_root.cache_clear()
-    yield
-    disk_cache._checked_root.cache_clear()
+def private_cache(cache):
+    """Every test here gets its own empty cache root (conftest's `cache` fixture)."""
+    yield cache
 
 
 def uses_fast_path(kernel) -> bool:
