@@ -40,6 +40,23 @@ import triton.language as tl
 
 
 @triton.jit
+def _load_tile(pointers, inside, MASK_ROWS: tl.constexpr, EVICT: tl.constexpr):
+    """A tile as fp32; rows outside `inside` read as 0 when MASK_ROWS, streamed with evict_first
+    when EVICT."""
+    if MASK_ROWS:
+        if EVICT:
+            value = tl.load(pointers, mask=inside, other=0.0, eviction_policy="evict_first")
+        else:
+            value = tl.load(pointers, mask=inside, other=0.0)
+    else:
+        if EVICT:
+            value = tl.load(pointers, eviction_policy="evict_first")
+        else:
+            value = tl.load(pointers)
+    return value.to(tl.float32)
+
+
+@triton.jit
 def _add(a, b):
     return a + b
 
@@ -91,18 +108,8 @@ def _column_block_partial(x_ptr, split, cols, N_ROWS: tl.constexpr, N_COLS: tl.c
     for roffset in range(0, CHUNK, RBLOCK):
         rows = row0 + roffset + tl.arange(0, RBLOCK)
         pointers = x_ptr + rows[:, None] * N_COLS + cols[None, :]
-        if MASK_ROWS:
-            inside = ((rows < row0 + CHUNK) & (rows < N_ROWS))[:, None]
-            if EVICT:
-                value = tl.load(pointers, mask=inside, other=0.0, eviction_policy="evict_first")
-            else:
-                value = tl.load(pointers, mask=inside, other=0.0)
-        else:
-            if EVICT:
-                value = tl.load(pointers, eviction_policy="evict_first")
-            else:
-                value = tl.load(pointers)
-        acc += value.to(tl.float32)
+        inside = ((rows < row0 + CHUNK) & (rows < N_ROWS))[:, None]
+        acc += _load_tile(pointers, inside, MASK_ROWS, EVICT)
     return _column_sum(acc, 0)
 
 
@@ -183,18 +190,7 @@ def rows_kernel(x_ptr, acc_ptr, counter_ptr, out_ptr, N_ROWS: tl.constexpr, N_CO
         for roffset in range(0, BAND, RB):
             rows = row0 + roffset + tl.arange(0, RB)
             pointers = x_ptr + rows[:, None] * N_COLS + cols[None, :]
-            if MASK_ROWS:
-                inside = (rows < row_end)[:, None]
-                if EVICT:
-                    value = tl.load(pointers, mask=inside, other=0.0, eviction_policy="evict_first")
-                else:
-                    value = tl.load(pointers, mask=inside, other=0.0)
-            else:
-                if EVICT:
-                    value = tl.load(pointers, eviction_policy="evict_first")
-                else:
-                    value = tl.load(pointers)
-            acc += value.to(tl.float32)
+            acc += _load_tile(pointers, (rows < row_end)[:, None], MASK_ROWS, EVICT)
         tl.atomic_add(acc_ptr + cols, _column_sum(acc, 0), sem="relaxed", scope="gpu")
     tl.debug_barrier()
     arrived = tl.atomic_add(counter_ptr, 1, sem="acq_rel", scope="gpu")
