@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from .fast_launch import cuda_device_getter
 from .launcher import load_kernel  # noqa: F401  (re-exported for wrappers)
 
 empty_strided = torch.empty_strided
@@ -22,8 +23,7 @@ empty_strided_cuda = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards
                              "_empty_strided_cuda", _empty_strided_cuda_python)
 
 
-def current_cuda_device() -> int:
-    return torch._C._cuda_getDevice() if hasattr(torch._C, "_cuda_getDevice") else torch.cuda.current_device()
+current_cuda_device = cuda_device_getter()  # () -> the current CUDA device's index, chosen once
 
 
 def _reinterpret_tensor_python(tensor: torch.Tensor, size, stride, offset: int = 0) -> torch.Tensor:
