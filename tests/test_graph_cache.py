@@ -190,3 +190,24 @@ def test_training_graphs_hit_with_their_output_strides_and_roles(cache, device):
     assert_same(grads[1], leaf.grad)
     entry = graph_cache._load(next(p for p in (cache / "graphs").iterdir()))
     assert entry.output_strides is not None and all(s is None or isinstance(s, tuple) for s in entry.output_strides)
+
+
+def test_deterministic_algorithms_are_part_of_the_key(cache, device, monkeypatch):
+    """Under torch.use_deterministic_algorithms a float accumulating scatter stays in aten
+    (lower/scatter.py): a graph compiled without it (atomic adds) must not be served with it."""
+    monkeypatch.setenv("TRITONIZE_DYNAMO_CACHE", "0")  # that key has the flag: test this cache's
+
+    def fn(x, i, v):
+        return x.index_put((i,), v, accumulate=True)
+
+    x, v = torch.randn(6, 4, device=device), torch.randn(4, 4, device=device)
+    i = torch.tensor([1, 1, 5, 0], device=device)
+    assert "aten.index_put.default" not in tritonize.explain(fn, x, i, v).fallbacks
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        report = tritonize.explain(fn, x, i, v)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert "aten.index_put.default" in report.fallbacks
+    assert graph_cache.STATS == {"miss": 2, "store": 2}

@@ -314,3 +314,21 @@ def test_backward_called_inside_the_compiled_function(device):
     assert_same(loss, step(eager_model, x))
     for p_compiled, p_eager in zip(compiled_model.parameters(), eager_model.parameters()):
         assert_same(p_compiled.grad, p_eager.grad)
+
+
+def test_saved_view_of_an_input_sees_the_inputs_later_in_place_change(device):
+    """The forward returns a view of an input (x[1:]) that backward reads: it must be a real
+    view sharing x's version counter, so changing x in place before backward raises as in eager
+    (torch's C _reinterpret_tensor makes a view with a counter of its own: backward then used the
+    changed values silently)."""
+    def fn(x, w):
+        return (x[1:] * w).sum()
+
+    w = torch.randn(3, device=device, requires_grad=True)
+    compiled = torch.compile(fn, backend="tritonize")
+    for run in (fn, compiled):
+        x = torch.randn(5, 3, device=device)
+        out = run(x, w)
+        x.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.backward()

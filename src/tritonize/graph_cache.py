@@ -14,7 +14,7 @@ The key covers everything that can change the generated code:
 * each input's size, stride, dtype and device (plain Python values by type and value);
 * the options that reach code generation (mode, fallback);
 * torch, triton, Python and tritonize versions (tritonize's: a hash of its source files), the
-  default dtype and the float32 matmul precision.
+  default dtype, the float32 matmul precision and whether deterministic algorithms are on.
 Graphs that cannot be keyed (symbolic sizes, unknown input types) and graphs run through aten
 are not cached; neither is anything while a debug directory is set (so every stage is dumped).
 Entries are checksummed and written atomically (runtime/disk_cache.py); a damaged or unloadable
@@ -91,7 +91,8 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
     except Exception as err:  # an unusual graph: compile it, do not cache it
         log.debug("tritonize cache: graph not keyed: %s: %s", type(err).__name__, err)
         return None
-    settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision()]
+    settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision(),
+                torch.are_deterministic_algorithms_enabled()]  # lower/scatter.py reads it
     return disk_cache.stable_hash("graph-v2", text, inputs, constants, [options.mode, options.fallback],
                                   versions(), settings)
 

@@ -30,10 +30,16 @@ def _reinterpret_tensor_python(tensor: torch.Tensor, size, stride, offset: int =
     return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
 
 
+# A real view (shares its base's version counter, keeps `_base`): what the wrapper returns, and
+# what it hands to aten fallbacks (their results may alias it and be returned). A saved tensor
+# that views a graph input must see the input's in-place changes, or backward would silently
+# use the changed values where eager raises "modified by an inplace operation".
+view_tensor = _reinterpret_tensor_python
+
 _GUARDS = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
 # A view of a buffer at `offset` elements past its own offset. torch's C entry makes the view
-# without autograd's view bookkeeping (about 1 us against 3 for as_strided): the wrapper runs
-# without grad tracking.
+# without autograd's view bookkeeping nor a shared version counter (about 1 us against 3 for
+# as_strided): only for arguments of aten calls whose results are fresh tensors.
 reinterpret_tensor = getattr(_GUARDS, "_reinterpret_tensor", _reinterpret_tensor_python)
 _check_size_stride = getattr(_GUARDS, "assert_size_stride", None)  # C; dims of size 1 unchecked
 
