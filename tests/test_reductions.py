@@ -90,6 +90,20 @@ def test_layer_norm_is_one_kernel(device):
     _one_kernel(check(lambda x: F.layer_norm(x, (1000,), w, b), _rand(64, 1000, device=device)))
 
 
+@pytest.mark.parametrize("hidden", [96, 5000])  # persistent and looped rows
+def test_layer_norm_before_a_matmul_is_one_kernel_through_the_row_merging_view(device, hidden):
+    """A transformer's layer_norm feeds a linear layer through a view to (batch * tokens,
+    hidden): the normalized rows are stored by the statistics kernel, not read again."""
+    w, b = _rand(hidden, device=device), _rand(hidden, device=device)
+    weight = _rand(8, hidden, device=device)
+
+    def fn(x):
+        return F.linear(F.layer_norm(x, (hidden,), w, b), weight)
+
+    report = check(fn, _rand(3, 5, hidden, device=device), atol=1e-4, rtol=1e-4)
+    assert len(report.kernels) == 1 and not report.fallbacks, report
+
+
 def test_rms_norm_chain_is_one_kernel(device):
     w = _rand(1000, device=device)
 
