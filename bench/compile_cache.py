@@ -63,7 +63,7 @@ def run_worker(args):
             step = workload.step_fn(timed_tritonize(workload.forward_fn(), backend_seconds))
         else:
             step = workload.step_fn(common.build_backend(args.backends, workload.forward_fn()))
-        _, seconds = common.timed_first_call(step, args.device)
+        _, seconds = first_call(args, step)
         result["first_call_s"] = seconds
         if args.backends == "tritonize":
             from tritonize import dynamo_cache, graph_cache
@@ -80,6 +80,30 @@ def run_worker(args):
     result["process_s"] = time.perf_counter() - start
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
+
+
+def first_call(args, step):
+    """(result, seconds) of the first call; under cProfile when --profile-dir is given, whose
+    stats go to <dir>/<model>-<backend>-<n>.prof (n = 1 for the cold process, 2 for the warm one,
+    3 for the floor) and whose top functions by cumulative time go to stderr."""
+    if not args.profile_dir:
+        return common.timed_first_call(step, args.device)
+    import cProfile
+    import pstats
+
+    os.makedirs(args.profile_dir, exist_ok=True)
+    stem = os.path.join(args.profile_dir, f"{args.models}-{args.backends}")
+    number = 1
+    while os.path.exists(f"{stem}-{number}.prof"):
+        number += 1
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        return common.timed_first_call(step, args.device)
+    finally:
+        profiler.disable()
+        profiler.dump_stats(f"{stem}-{number}.prof")
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
 
 
 def timed_tritonize(fn, seconds: list):
@@ -102,7 +126,8 @@ def timed_tritonize(fn, seconds: list):
 
 def run_process(args, env, model, backend):
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--models", model, "--backends", backend,
-               "--device", args.device] + (["--small"] if args.small else [])
+               "--device", args.device] + (["--small"] if args.small else []) \
+        + (["--profile-dir", args.profile_dir] if args.profile_dir else [])
     begin = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
@@ -184,6 +209,7 @@ def main(argv=None):
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the third process that measures Dynamo + AOTAutograd alone (aot_eager)")
+    parser.add_argument("--profile-dir", help="profile each first call with cProfile; .prof files go here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

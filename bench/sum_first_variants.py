@@ -94,7 +94,12 @@ def sweep(sms: int, quick: bool, cols: int = FULL_SHAPE[1]) -> list[sum_first_ke
     core = [C("split2"), C("semaphore"), C("semaphore", splits=aligned),
             C("semaphore", xblock=128, rblock=128), C("atomic"),
             C("rows", splits=sms, xblock=cols, rblock=2),
-            C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16)]
+            C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16),
+            # one wave of programs that each own whole columns (or half of them): no partials
+            # to speak of, deterministic, the finish is a 32/64-column store
+            C("semaphore", splits=1, xblock=32, rblock=256),
+            C("semaphore", splits=1, xblock=32, rblock=128, num_stages=3),
+            C("semaphore", splits=2, xblock=64, rblock=128, num_stages=2)]
     if quick:
         return core
     rest = [
@@ -137,7 +142,7 @@ def small_sweep() -> list[sum_first_kernels.Config]:
     """For --small (96x256): every form, with several splits, masked ends and both orders."""
     C = sum_first_kernels.Config
     return [C("split2", splits=4, xblock=32, rblock=8, fin_xblock=64),
-            C("semaphore", splits=5, xblock=32, rblock=8),
+            C("semaphore", splits=5, xblock=32, rblock=8), C("semaphore", splits=1, xblock=32, rblock=16),
             C("semaphore", splits=4, xblock=64, rblock=16, split_fastest=True, evict=False),
             C("atomic", splits=3, xblock=32, rblock=16),
             C("rows", splits=5, xblock=256, rblock=4), C("rows", splits=4, xblock=64, rblock=8)]

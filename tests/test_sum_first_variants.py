@@ -32,6 +32,7 @@ CONFIGS = [
     C("semaphore", splits=4, xblock=64, rblock=8, split_fastest=True),
     C("semaphore", splits=3, xblock=128, rblock=32, evict=False),  # 32 rows in one masked tile
     C("semaphore", splits=24, xblock=32, rblock=4),  # more splits than FIN_ROWS (16)
+    C("semaphore", splits=1, xblock=32, rblock=16),  # whole columns: one program a column block
     C("atomic", splits=3, xblock=32, rblock=16),
     C("atomic", splits=7, xblock=64, rblock=8, split_fastest=True),
     C("rows", splits=5, xblock=256, rblock=4),  # whole rows, bands of 19 and 20 rows
