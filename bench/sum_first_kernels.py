@@ -36,6 +36,11 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # Hopper's programmatic dependent launch (triton >= 3.4)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older triton: the pdl configs fail as rows
+    gdc_launch_dependents = gdc_wait = None
+
 # ----------------------------------------------------------------------------- kernels
 
 
@@ -70,8 +75,13 @@ def _column_sum(tile, axis: tl.constexpr):
 
 @triton.jit
 def split_partials_kernel(x_ptr, part_ptr, N_COLS: tl.constexpr, CHUNK: tl.constexpr,
-                          XBLOCK: tl.constexpr, RBLOCK: tl.constexpr, EVICT: tl.constexpr):
-    """Kernel 1 of split2 (as generated today): partial[s, c] = sum of rows s*CHUNK.. of column c."""
+                          XBLOCK: tl.constexpr, RBLOCK: tl.constexpr, EVICT: tl.constexpr,
+                          PDL_TRIGGER: tl.constexpr = False):
+    """Kernel 1 of split2 (as generated today): partial[s, c] = sum of rows s*CHUNK.. of column c.
+    PDL_TRIGGER: let the dependent kernel 2 (launched with programmatic dependent launch) start
+    now; it waits for this grid's results itself (gdc_wait)."""
+    if PDL_TRIGGER:
+        gdc_launch_dependents()
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
     col = xindex % N_COLS
     split = xindex // N_COLS
@@ -89,8 +99,11 @@ def split_partials_kernel(x_ptr, part_ptr, N_COLS: tl.constexpr, CHUNK: tl.const
 
 @triton.jit
 def split_finish_kernel(part_ptr, out_ptr, N_COLS: tl.constexpr, SPLITS: tl.constexpr,
-                        XBLOCK: tl.constexpr):
-    """Kernel 2 of split2: out[c] = sum over s of partial[s, c], cast to the output dtype."""
+                        XBLOCK: tl.constexpr, PDL_WAIT: tl.constexpr = False):
+    """Kernel 2 of split2: out[c] = sum over s of partial[s, c], cast to the output dtype.
+    PDL_WAIT: launched early (programmatic dependent launch), so wait for kernel 1 first."""
+    if PDL_WAIT:
+        gdc_wait()
     col = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
     split = tl.arange(0, SPLITS)[None, :]
     parts = tl.load(part_ptr + (col + N_COLS * split), eviction_policy="evict_first")
@@ -220,9 +233,12 @@ class Config:
     evict: bool = True
     split_fastest: bool = False
     fin_xblock: int = 128  # split2 kernel 2: columns a program (4 warps)
+    pdl: str = ""  # split2: "" (plain launches), "wait" (kernel 2 launched with programmatic
+    # dependent launch, waits for kernel 1) or "trigger" (kernel 1 also lets it start at once)
 
     def label(self) -> str:
-        extras = ("" if self.evict else " no-evict") + (" split-fastest" if self.split_fastest else "")
+        extras = ("" if self.evict else " no-evict") + (" split-fastest" if self.split_fastest else "") \
+            + (f" pdl-{self.pdl}" if self.pdl else "")
         unit = "P" if self.form == "rows" else "S"
         return (f"{unit}{self.splits} X{self.xblock} R{self.rblock} w{self.num_warps} "
                 f"s{self.num_stages}{extras}")
@@ -290,6 +306,17 @@ class Launch:
     constants: dict
 
 
+def pdl_options(config: Config, kernel: int) -> dict:
+    """split2's launch options for programmatic dependent launch (none without config.pdl)."""
+    if not config.pdl:
+        return {}
+    if config.pdl not in ("wait", "trigger"):
+        raise ValueError(f"pdl must be 'wait' or 'trigger', not {config.pdl!r}")
+    if kernel == 1:
+        return {"PDL_TRIGGER": True} if config.pdl == "trigger" else {}
+    return {"PDL_WAIT": True, "launch_pdl": True}
+
+
 def plan(config: Config, n_rows: int, n_cols: int) -> list[Launch]:
     """The launches computing x.sum(0) for an [n_rows, n_cols] x; a clear error for a config
     that does not fit the shape."""
@@ -300,10 +327,10 @@ def plan(config: Config, n_rows: int, n_cols: int) -> list[Launch]:
         _check_columns(n_cols, config.fin_xblock)
         return [Launch(split_partials_kernel, (n_cols * config.splits // config.xblock,), ("x", "partials"),
                        dict(N_COLS=n_cols, CHUNK=chunk, XBLOCK=config.xblock, RBLOCK=config.rblock,
-                            EVICT=config.evict, **tuning)),
+                            EVICT=config.evict, **tuning, **pdl_options(config, 1))),
                 Launch(split_finish_kernel, (n_cols // config.fin_xblock,), ("partials", "out"),
                        dict(N_COLS=n_cols, SPLITS=config.splits, XBLOCK=config.fin_xblock,
-                            num_warps=4, num_stages=1))]
+                            num_warps=4, num_stages=1, **pdl_options(config, 2)))]
     _check_columns(n_cols, config.xblock)
     blocks = n_cols // config.xblock
     if config.form == "rows":

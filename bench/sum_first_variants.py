@@ -97,9 +97,9 @@ def sweep(sms: int, quick: bool, cols: int = FULL_SHAPE[1]) -> list[sum_first_ke
             C("rows", splits=2 * sms, xblock=cols, rblock=4, num_warps=16),
             # one wave of programs that each own whole columns (or half of them): no partials
             # to speak of, deterministic, the finish is a 32/64-column store
-            C("semaphore", splits=1, xblock=32, rblock=256),
-            C("semaphore", splits=1, xblock=32, rblock=128, num_stages=3),
-            C("semaphore", splits=2, xblock=64, rblock=128, num_stages=2)]
+            # the two kernels, kernel 2 launched early (Hopper's programmatic dependent launch)
+            C("split2", num_stages=2, pdl="wait"), C("split2", num_stages=2, pdl="trigger"),
+            C("split2", pdl="wait"), C("split2", pdl="trigger")]
     if quick:
         return core
     rest = [
