@@ -12,9 +12,9 @@ inference, bf16 on the GPU) and time the first call, compilation included, to it
 model building included. For tritonize the warm run reports its graph-cache hits/misses (a warm
 run that misses is a bug) and its Dynamo-level cache hits/misses (tritonize/dynamo_cache.py: a hit
 skips AOTAutograd as well; graphs it does not store, such as ones that mutate their inputs, miss
-every time). "floor s" (tritonize rows) is a third fresh process with backend="aot_eager": Dynamo
-and AOTAutograd alone, what a warm first call costs at least without the Dynamo-level cache
-(with it, a warm call that hits every graph pays Dynamo but not AOTAutograd). "backend s
+every time). "floor s" (tritonize rows) is a third fresh process with backend="eager": Dynamo's
+trace and guards alone, the part of a warm first call that no cache of a back end can skip (a
+warm call that hits the Dynamo-level cache for every graph pays Dynamo, then loads its kernels). "backend s
 cold/warm" (tritonize) is the time spent inside the backend during the first call: AOTAutograd
 and our compiler when cold, the cache lookups when warm (GPU kernels finish compiling while the
 first call runs, outside it). Goals (issue 5):
@@ -57,8 +57,8 @@ def run_worker(args):
         torch.set_float32_matmul_precision("high")
         workload = models.Workload(spec, "inference", args.small, args.device)
         backend_seconds = []
-        if args.backends == "aot_eager":  # Dynamo + AOTAutograd alone: the floor
-            step = workload.step_fn(torch.compile(workload.forward_fn(), backend="aot_eager"))
+        if args.backends == "dynamo":  # Dynamo's trace and guards alone: the floor
+            step = workload.step_fn(torch.compile(workload.forward_fn(), backend="eager"))
         elif args.backends == "tritonize":
             step = workload.step_fn(timed_tritonize(workload.forward_fn(), backend_seconds))
         else:
@@ -154,7 +154,7 @@ def measure(args, model, backend):
             return cold, {}
         warm = run_process(args, env, model, backend)
         if backend == "tritonize" and not args.no_floor and "error" not in warm:
-            floor = run_process(args, env, model, "aot_eager")
+            floor = run_process(args, env, model, "dynamo")
             warm["floor_s"] = floor.get("first_call_s", floor.get("error"))
         return cold, warm
     finally:
@@ -189,7 +189,7 @@ def summary_lines(rows):
     floors = [(r[3] - r[5]) / r[2] for (m, b), r in by_key.items() if b == "tritonize" and isinstance(r[5], float)]
     if floors:
         lines.append(f"tritonize (warm - floor) / cold: max {max(floors):.2f} (the share of a warm first call "
-                     "beyond Dynamo + AOTAutograd; below 0 when Dynamo-level hits skip AOTAutograd)")
+                     "beyond Dynamo's trace and guards: loading the compiled graph and its kernels, and the first run)")
     pairs = [(r[2], by_key[(m, "inductor")][2]) for (m, b), r in by_key.items()
              if b == "tritonize" and (m, "inductor") in by_key]
     if pairs:
@@ -208,7 +208,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=300, help="seconds per process")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     parser.add_argument("--no-floor", action="store_true",
-                        help="skip the third process that measures Dynamo + AOTAutograd alone (aot_eager)")
+                        help="skip the third process that measures Dynamo's trace and guards alone (backend eager)")
     parser.add_argument("--profile-dir", help="profile each first call with cProfile; .prof files go here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (about 6 minutes on an H100): the test suite on CUDA, the whole kernel benchmark
+# One device call (about 6 minutes on an H100; JOBS=N pytest workers, default 8): the test suite on CUDA, the whole kernel benchmark
 # (eager, Inductor, tritonize) and the demo. Run from the repo root on the GPU machine:
 #   bash bench/gpu_check.sh [pytest selection...]
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
@@ -15,7 +15,7 @@ export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 SEL=${*:-tests}
-TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n 8 $SEL \
+TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n ${JOBS:-8} $SEL \
     2>&1 | grep -v "^DEBUG" > "$OUT/test_gpu.log"
 grep -E "^FAILED|passed|failed" "$OUT/test_gpu.log" | tail -25
 CASES=${BENCH_CASES:-}

@@ -344,12 +344,13 @@ def test_generated_kernels_of_every_kind_launch_through_the_fast_path(case):
         env.launches.clear()
         kernel(*args)
         (launch,) = env.launches
-        blocks = kernel.config.blocks
+        blocks = dict(kernel.config.blocks, PDL=True)  # sm_90: every kernel waits for the previous grid
         expected = [blocks[p] if p in blocks else None for p in module.__dict__[name].arg_names]
         pointers = iter(a.data_ptr() for a in args)
         assert list(launch["args"]) == [next(pointers) if v is None else v for v in expected]
         assert launch["grid"] == (kernel.config.grid[0], 1, 1) and dict(launch["job"].blocks) == blocks
         assert launch["job"].debug == kw.get("checks", False)
+        assert launch["job"].options()["launch_pdl"] is True
         kinds.add(kw["kind"])
     assert case.startswith(tuple(kinds)) or case in ("random_seed_tensor", "index_checks"), kinds
 
@@ -360,3 +361,35 @@ def test_arguments_the_fast_path_cannot_take_use_tritons_path():
     inout = torch.zeros(4)
     kernel(inout, 1.0)  # a Python float where a pointer is expected: no specialization
     assert len(kernel.fn.generic_calls) == 1 and kernel.launch == kernel._fallback and not kernel.variants
+
+
+@pytest.mark.parametrize("arch, env_value, expected", [(90, None, True), (100, None, True), (80, None, False),
+                                                       (90, "0", False)])
+def test_programmatic_dependent_launch_only_where_the_device_has_it(monkeypatch, arch, env_value, expected):
+    """PDL (the kernel may start before the previous one ends; its first statement waits) is set
+    for compute capability >= 9.0 unless TRITONIZE_PDL=0; elsewhere the constexpr is False and
+    the launch is an ordinary one."""
+    if env_value is None:
+        monkeypatch.delenv("TRITONIZE_PDL", raising=False)
+    else:
+        monkeypatch.setenv("TRITONIZE_PDL", env_value)
+
+    class ArchEnv(RecordingEnv):
+        def target(self, index):
+            return ("cuda", arch, 32)
+
+    fn, make_inputs = GENERATED["pointwise"]
+    source, name, kw = next(iter(generated_kernels(fn, make_inputs())))
+    assert "helpers.wait_for_previous_grid(PDL)" in source.split("def ")[1].splitlines()[1]
+    module = load_source_module(source, "kernel", interpret=False)
+    shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
+    env = ArchEnv()
+    kernel = GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__,
+                       kw["arg_dtypes"], env=env)
+    args = [torch.zeros(16, dtype=dtype) for dtype in kw["arg_dtypes"]]
+    kernel(*args)
+    env.launches.clear()
+    kernel(*args)
+    (launch,) = env.launches
+    assert dict(launch["job"].blocks)["PDL"] is expected
+    assert launch["job"].options().get("launch_pdl", False) is expected

@@ -3,7 +3,8 @@
 The CPU suite runs kernels through Triton's interpreter, which forgives what the GPU compiler
 does not (a loop-carried value changing dtype, an int literal widening a carry). Triton compiles
 for a fixed target without a GPU, so each kernel a graph launches is compiled here for sm_90 with
-the argument dtypes it was actually launched with, down to a cubin.
+the argument dtypes it was actually launched with, down to a cubin, as the runtime compiles them
+there: with programmatic dependent launch, waiting for the previous grid before any memory access.
 """
 import pytest
 import torch
@@ -85,10 +86,15 @@ def test_kernels_compile_for_sm90(monkeypatch, tmp_path, graph):
     assert kernels
     for kernel in kernels:
         dtypes, blocks = launched[kernel.name]
+        blocks["PDL"] = True  # what the runtime sets on sm_90 (programmatic dependent launch)
         jit_fn = getattr(_jit_module(kernel.source, tmp_path, kernel.name), kernel.name)
         pointers = [a for a in jit_fn.arg_names if a not in blocks]
-        signature = {a: POINTER_TYPES[d] for a, d in zip(pointers, dtypes)}
+        signature = {a: POINTER_TYPES[d] for a, d in zip(pointers, dtypes, strict=True)}
         signature.update({b: "constexpr" for b in blocks})
         compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=blocks),
-                                  target=GPUTarget("cuda", 90, 32))
+                                  target=GPUTarget("cuda", 90, 32), options={"launch_pdl": True})
         assert compiled.asm.get("cubin"), kernel.name
+        ptx = compiled.asm["ptx"]
+        first_access = min(ptx.index(op) for op in ("ld.global", "st.global") if op in ptx)
+        assert ptx.index("griddepcontrol.wait") < first_access, kernel.name
+        assert compiled.metadata.launch_pdl, kernel.name

@@ -9,6 +9,10 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
+
+Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
+(no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,
+TRITONIZE_PROGRESS=0|1, TRITONIZE_PDL=0 (no programmatic dependent launch on Hopper and later).
 """
 from __future__ import annotations
 

@@ -31,6 +31,18 @@ from tritonize.runtime import index_checks as checks
 INT32_LIMIT = 2**31 - 1
 
 
+def kernel_source(name: str, params: list[str], blocks: list[str], lines: list[str]) -> str:
+    """The module text of one kernel: header, then `@triton.jit def name(params, blocks, PDL)`.
+
+    Its first statement is `helpers.wait_for_previous_grid(PDL)`: the runtime sets the constexpr
+    PDL on GPUs with programmatic dependent launch (Hopper and later), launches the kernel so
+    that it may start while the previous kernel finishes, and the wait keeps every memory access
+    after that kernel's end. Elsewhere PDL is False and the wait compiles to nothing."""
+    signature = ", ".join(params + [f"{b}: tl.constexpr" for b in blocks] + ["PDL: tl.constexpr"])
+    body = "\n".join("    " + line for line in ["helpers.wait_for_previous_grid(PDL)"] + lines)
+    return f"{KERNEL_HEADER}\n\n@triton.jit\ndef {name}({signature}):\n{body}\n"
+
+
 @dataclasses.dataclass
 class RenderedKernel:
     name: str
@@ -228,7 +240,4 @@ def _assemble(name: str, params: list[str], space: IterationSpace, writer: _Body
         lines.append("ymask = yindex < ynumel")
     lines += _dim_lines(space.x_dims, "xindex") + _dim_lines(space.y_dims, "yindex")
     lines += writer.lines
-    blocks = "YBLOCK: tl.constexpr, XBLOCK: tl.constexpr" if space.is_2d else "XBLOCK: tl.constexpr"
-    signature = ", ".join(params + [blocks])
-    body = "\n".join("    " + line for line in lines)
-    return f"{KERNEL_HEADER}\n\n@triton.jit\ndef {name}({signature}):\n{body}\n"
+    return kernel_source(name, params, ["YBLOCK", "XBLOCK"] if space.is_2d else ["XBLOCK"], lines)

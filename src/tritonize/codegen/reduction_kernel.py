@@ -26,7 +26,7 @@ from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_X
 from .index_printer import print_index
 from .indirect import has_indirect
 from .iteration import merge_dims
-from .kernel import INT32_LIMIT, KERNEL_HEADER, RenderedKernel, _BodyWriter, _dim_lines, _parenthesize
+from .kernel import INT32_LIMIT, RenderedKernel, kernel_source, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
 from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
 
@@ -423,6 +423,4 @@ def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group
         lines.append("xmask = xindex < xnumel")
     lines += _dim_lines(space.x_dims, "xindex")
     lines += writer.lines
-    blocks = "XBLOCK: tl.constexpr" if persistent else "XBLOCK: tl.constexpr, RBLOCK: tl.constexpr"
-    body = "\n".join("    " + line for line in lines)
-    return f"{KERNEL_HEADER}\n\n@triton.jit\ndef {name}({', '.join(params + [blocks])}):\n{body}\n"
+    return kernel_source(name, params, ["XBLOCK"] if persistent else ["XBLOCK", "RBLOCK"], lines)

@@ -31,7 +31,7 @@ from .heuristics import DeviceInfo, KernelShape, candidates
 from .interpreter_checks import IndexOutOfBoundsError
 from .loader import load_source_module
 from .progress import wait_all
-from .triton_compile import ArgSpec, CompileJob
+from .triton_compile import ArgSpec, CompileJob, supports_pdl
 
 log = logging.getLogger("tritonize.autotune")
 
@@ -56,7 +56,7 @@ class InterpretedKernel(GeneratedKernel):
     def __init__(self, fn, name: str, shape: KernelShape):
         super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0])
         self.runner = fn[self.config.grid]
-        self.launch_kwargs = dict(self.config.blocks)
+        self.launch_kwargs = dict(self.config.blocks, **launch_constants(fn, pdl=False))
 
     def __call__(self, *args):
         try:
@@ -154,7 +154,7 @@ class GpuKernel(GeneratedKernel):
         super().__init__(fn, name, shape, self.configs[0])
         self.source, self.mode, self.module_path = source, mode, module_path
         self.params = list(fn.arg_names)
-        self.positional = [p for p in self.params if p not in self.config.blocks]
+        self.positional = [p for p in self.params if p not in self.config.blocks and p != "PDL"]
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
         self.variants: dict = {}  # ArgSpec -> guarded launch function
         self.pending: dict = {}  # ArgSpec -> _Pending
@@ -169,8 +169,13 @@ class GpuKernel(GeneratedKernel):
         return self.launch(*args)
 
     # --- compiling ---------------------------------------------------------------------------
+    def _constants(self, device: int) -> dict:
+        """Constexprs set by the runtime rather than the config: PDL where the device has it."""
+        return launch_constants(self.fn, pdl=supports_pdl(self.env.target(device)))
+
     def _job(self, config, spec: ArgSpec) -> CompileJob:
-        return CompileJob(self.module_path, self.name, spec, tuple(sorted(config.blocks.items())),
+        blocks = dict(config.blocks, **self._constants(spec.device))
+        return CompileJob(self.module_path, self.name, spec, tuple(sorted(blocks.items())),
                           config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
 
     def _submit(self, spec: ArgSpec, use_cache: bool = True) -> _Pending:
@@ -201,7 +206,8 @@ class GpuKernel(GeneratedKernel):
         except Exception as err:  # out of resources (shared memory, threads) on this device
             return err
         dtypes = [_torch_dtype(kind) for kind, _ in spec.args]
-        launcher = generate_launcher(self.params, config.blocks, config.grid, spec, dtypes, loaded,
+        blocks = dict(config.blocks, **self._constants(spec.device))
+        launcher = generate_launcher(self.params, blocks, config.grid, spec, dtypes, loaded,
                                      self.env.stream, self.env.current_device, self._fallback,
                                      name=_identifier(self.name))
         return autotune.Variant(config, launcher.unchecked, loaded.n_regs, loaded.n_spills, launcher)
@@ -273,8 +279,17 @@ class GpuKernel(GeneratedKernel):
         """Triton's own launch path (unusual arguments, or launch hooks installed)."""
         config = self.config
         extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
+        extra.update(self._constants(self.env.device_index()))
+        if extra.get("PDL"):
+            extra["launch_pdl"] = True
         self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages,
                              **extra)
+
+
+def launch_constants(fn, pdl: bool) -> dict:
+    """{"PDL": pdl} for a kernel with that constexpr (every generated kernel since it waits for
+    the previous grid, codegen/kernel.py's kernel_source); {} for one without."""
+    return {"PDL": pdl} if "PDL" in fn.arg_names else {}
 
 
 def _launcher(launch, args):

@@ -89,7 +89,23 @@ class CompileJob:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.debug:
             options.update(debug=True, sanitize_overflow=False)
+        if dict(self.blocks).get("PDL"):  # the kernel waits for the previous grid: launch it early
+            options["launch_pdl"] = True
         return options
+
+
+def supports_pdl(target: tuple) -> bool:
+    """Whether kernels for `target` may be launched with programmatic dependent launch: CUDA
+    compute capability 9.0 or later, a Triton with grid dependency control, and not turned off
+    with TRITONIZE_PDL=0."""
+    import os
+
+    from . import triton_helpers
+
+    backend, arch = target[0], target[1]
+    if backend != "cuda" or triton_helpers.gdc_wait is None or os.environ.get("TRITONIZE_PDL", "1") == "0":
+        return False
+    return isinstance(arch, int) and arch >= 90
 
 
 def current_target() -> tuple:

@@ -4,11 +4,26 @@ They give torch's semantics where Triton's operators differ: Python-style floor 
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
 fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit
 width), integer pow and gcd, digamma; combine functions of reductions and scans (cumsum, cummax with
-its index, logcumsumexp...); and Philox random numbers. The CPU path loads this same file a
+its index, logcumsumexp...); Philox random numbers; and the wait every kernel starts with when
+launched with programmatic dependent launch. The CPU path loads this same file a
 second time under Triton's interpreter (runtime/loader.py).
 """
 import triton
 import triton.language as tl
+
+try:  # Hopper's grid dependency control (triton >= 3.4); see wait_for_previous_grid
+    from triton.language.extra.cuda import gdc_wait
+except ImportError:  # pragma: no cover - older triton: the runtime never sets PDL there
+    gdc_wait = None
+
+
+@triton.jit
+def wait_for_previous_grid(PDL: tl.constexpr):
+    # Every generated kernel starts here. With PDL the runtime launched it with programmatic
+    # dependent launch (runtime/launcher.py): it may start while the previous kernel in the
+    # stream is still finishing, and must not touch memory before that kernel is done.
+    if PDL:
+        gdc_wait()
 
 
 @triton.jit
