@@ -134,6 +134,15 @@ def sweep(sms: int, quick: bool, cols: int = FULL_SHAPE[1]) -> list[sum_first_ke
         C("rows", splits=4 * sms, xblock=1024, rblock=8, num_warps=4),
         # the two-kernel form with pipelining, for comparison
         C("split2", num_stages=2),
+        # kernel 1's tile, splits, warps and stages with kernel 2 under PDL (as generated since
+        # 2026-11-24): kernel 1 alone is timed for each, so this maps kernel 1's ceiling
+        *[C("split2", splits=s, xblock=x, rblock=r, num_warps=w, num_stages=st, pdl="wait")
+          for s, x, r, w, st in [(16, 128, 128, 8, 1), (16, 128, 128, 8, 2), (16, 256, 64, 8, 1),
+                                 (16, 512, 32, 8, 1), (8, 64, 256, 8, 2), (32, 64, 256, 8, 1),
+                                 (32, 64, 128, 4, 2), (16, 64, 128, 4, 3), (16, 64, 512, 8, 1),
+                                 (16, 64, 256, 16, 1), (8, 128, 256, 16, 2), (64, 64, 256, 8, 1),
+                                 (16, 32, 512, 8, 1), (4, 64, 256, 8, 3), (16, 64, 256, 4, 2),
+                                 (32, 128, 128, 8, 1)]],
     ]
     return core + rest
 
