@@ -212,6 +212,20 @@ def test_split_reductions_use_two_kernels(device, shape, dims):
     assert len(report.kernels) == 4  # a partial and a final kernel for each reduction
 
 
+@pytest.mark.parametrize("xnumel,rnumel,outer,expected", [
+    (4096, 16384, True, 32),  # x.sum(0) of 16384x4096: 64 column blocks x 32 splits = 2048 programs
+    (1, 1 << 20, False, 1024),  # a full sum: 1024 partials of 1024 elements
+    (2, 70001, False, 64),  # few long inner rows: ~1024 programs, but chunks of >= 1024
+    (640, 16384, True, 32),  # 10 column blocks: splits stop at chunks of 512 rows
+    (4096, 8000, True, 1),  # rows too short to split
+    (1024, 1 << 20, False, 1),  # enough rows already
+])
+def test_split_factor_targets_programs_by_direction(xnumel, rnumel, outer, expected):
+    from tritonize.lower.reductions import split_factor
+
+    assert split_factor(xnumel, rnumel, outer) == expected
+
+
 def test_sort_and_topk_are_externs_on_purpose(device):
     x = torch.randn(6, 50, device=device)
 

@@ -70,21 +70,29 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
 
 SPLITTABLE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}
 TARGET_PROGRAMS = 1024
+# Outer splits aim at twice as many programs of 64 columns: on the H100, x.sum(0) of a bf16
+# 16384x4096 took 55.2 us in 32 splits (2048 programs, ~7.8 waves at 2 programs an SM) against
+# 55.8-56.4 us in 16 (the last of ~3.9 waves ran part-empty) and 59.6 us in 64
+# (bench/sum_first_variants.py, 2026-11-24; kernel 2 under programmatic dependent launch).
+TARGET_PROGRAMS_OUTER = 2048
 MIN_SPLIT_CHUNK = 1024
+MIN_SPLIT_CHUNK_OUTER = 512  # rows; an outer program still reads 64 columns of each, 32K elements
 MIN_SPLIT_RNUMEL = 16384  # shorter rows take a few microseconds in one program: not worth a launch
 
 
 def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
     """How many partial results a row is split into (1: no split). A looped inner reduction
     runs a row a program; an outer one 64 rows a program. Split until about TARGET_PROGRAMS
-    programs run, keeping each partial at least MIN_SPLIT_CHUNK elements long."""
+    (outer: TARGET_PROGRAMS_OUTER) programs run, keeping each partial at least MIN_SPLIT_CHUNK
+    elements (outer: MIN_SPLIT_CHUNK_OUTER rows) long."""
     if rnumel < MIN_SPLIT_RNUMEL:
         return 1
     programs = -(-xnumel // 64) if outer else xnumel
     if programs * 2 > TARGET_PROGRAMS:
         return 1
+    target, min_chunk = (TARGET_PROGRAMS_OUTER, MIN_SPLIT_CHUNK_OUTER) if outer else (TARGET_PROGRAMS, MIN_SPLIT_CHUNK)
     split = 1
-    while programs * split < TARGET_PROGRAMS and (split * 2) * MIN_SPLIT_CHUNK <= rnumel:
+    while programs * split < target and (split * 2) * min_chunk <= rnumel:
         split *= 2
     return split
 
