@@ -343,19 +343,20 @@ def prepare_workers(args, models):
                 f"workers: fresh subprocesses (a forked worker failed: {probe['error']})")
     imported = ", ".join(["torch"] + packages)
     return probe["environment"], (f"workers: forked from this process (imported {imported} in "
-                                  f"{seconds:.1f} s; {workers.thread_note()} at fork time)")
+                                  f"{seconds:.1f} s; {workers.thread_note()})")
 
 
 def run_one(args, model, mode, backend, also_eager=False):
     """One back end's row (its worker and, unless --skip-warm, the warm-cache worker). With
     also_eager the worker measures the eager row too, under the key "eager" (one process less)."""
-    spec = model_zoo.SPECS_BY_NAME[model]
-    if not model_zoo.package_available(spec.package):
-        return {"error": f"fails: missing package {spec.package}"}
+    package = model_zoo.SPECS_BY_NAME[model].package
     start = time.perf_counter()
     tag = f"{model}-{mode}-{backend}"
-    result = run_worker_process(
-        args, worker_options(args, model, mode, backend, also_eager=also_eager), tag)
+    if not model_zoo.package_available(package):
+        result = {"error": f"fails: missing package {package}"}
+    else:
+        result = run_worker_process(
+            args, worker_options(args, model, mode, backend, also_eager=also_eager), tag)
     if also_eager:
         result.setdefault("eager", {"error": result.get("error", "fails: eager not measured")})
     if backend != "eager" and "error" not in result and not args.skip_warm:

@@ -97,16 +97,16 @@ def fork_hazard():
 
 
 def thread_note():
-    """'N threads (M Python)' of this process, for the log: only the forking thread lives on in a
-    child, so a lock another thread holds at fork time stays locked there. Native pools with
-    fork handlers (OpenBLAS, started by numpy) are harmless; another Python thread is a risk."""
+    """'threads at fork time: N (Python: M)', for the log: only the forking thread lives on in a
+    child, so a lock another thread holds at fork time stays locked there. Native pools with fork
+    handlers (OpenBLAS, started by numpy) are harmless; another Python thread is a risk."""
     import threading
 
     try:
         native = len(os.listdir("/proc/self/task"))
     except OSError:
-        return f"{threading.active_count()} Python threads"
-    return f"{native} threads ({threading.active_count()} Python)"
+        native = "?"
+    return f"threads at fork time: {native} (Python: {threading.active_count()})"
 
 
 class ForkedProcess:
@@ -144,6 +144,9 @@ def start_forked(options, entry, output, result_fds):
     try:
         os.setsid()
         os.close(result_fds[0])
+        stdin = os.open(os.devnull, os.O_RDONLY)  # as start_subprocess: never the terminal
+        os.dup2(stdin, 0)
+        os.close(stdin)
         os.dup2(output.fileno(), 1)
         os.dup2(output.fileno(), 2)
         code = entry(options)

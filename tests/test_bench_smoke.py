@@ -1,6 +1,8 @@
 """Smoke test of the benchmark harness (bench/): the suites run on the CPU with tiny sizes.
 
-Runs each suite as a subprocess, eager only, and checks it exits cleanly and prints its table.
+Runs each suite as a subprocess, mostly eager only, and checks it exits cleanly and prints its
+table. The model suite's worker processes are tested too: forked and fresh (--no-fork), with
+tritonize and its warm-cache worker, and workers that hang or die (BENCH_WORKER_FAULT).
 This keeps the harness from rotting between GPU runs; it says nothing about performance.
 """
 import os
