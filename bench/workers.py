@@ -32,7 +32,7 @@ imports the compilers (Dynamo, Inductor, Triton, tritonize) and compiles as a ne
 The child first takes its own copy of the pages holding the server's Python objects (see
 own_python_objects), so that copy-on-write faults, which a fresh process never takes, stay out of
 the measured calls. What remains different: CPU thread pools (OpenMP) do not survive a fork and
-start again at their first use, a few ms on the CPU (a fresh process starts some at import).
+start again at their first use (a few ms at most, in the eager first call on the CPU).
 
 Test-only hook: BENCH_WORKER_FAULT=hang (start a grandchild, then sleep) or =exit (leave with code
 3 and no result), read by inject_test_fault() in the worker.
