@@ -20,10 +20,10 @@ Either way the worker
   - sends its results as JSON lines through a pipe (--result-fd), never through stdout, so
     library output cannot be mistaken for a result and a result sent before a crash survives.
 
-The parent waits with a deadline (the per-worker --timeout) and notes, on one monotonic clock
-shared with the worker, when it started the worker, when the last result arrived and when it
-reaped it: the phases the worker reports become "seconds since launch", and the gap from the
-last result to the reaping is the cost of process exit.
+The parent waits with a deadline (the per-worker --timeout) and notes, on the monotonic clock it
+shares with the worker, when it started the worker and when it reaped it: the phases the worker
+reports (its last one "done", just before it sends them) become seconds since launch, and from
+"done" to the reaping is the cost of process exit.
 
 Kept from a fresh process: a forked child is as fresh as a subprocess for what is measured. The
 server imports only what the workers import before they measure anything (torch, the packages
@@ -194,18 +194,24 @@ class Outcome:
     returncode: int | None
     timed_out: bool
     launched: float
-    last_result: float | None
     reaped: float
-    last_line: str
+    last_line: str = ""  # of its output, filled in once the output file is complete
 
     def failure(self, timeout):
         """The 'fails: ...' cell for a worker that ended without its results."""
         if self.timed_out:
             return f"fails: timeout after {timeout} s"
-        code = self.returncode
-        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
-            else f"exit code {code}"
-        return f"fails: worker {how}: {self.last_line[:120]}"
+        return f"fails: worker {how_it_ended(self.returncode)}: {self.last_line[:120]}"
+
+
+def how_it_ended(returncode):
+    """'exit code N' or 'killed by SIGNAME' for a process's return code."""
+    if returncode is None or returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:  # a real-time signal without a name
+        return f"killed by signal {-returncode}"
 
 
 def run(options, entry, script, timeout, log_path=None, fork=True):
@@ -252,7 +258,7 @@ def open_output(log_path, command, fork):
 def collect(process, read_fd, launched, timeout):
     """Reads the worker's results until it exits or `timeout` passes (then kills it)."""
     os.set_blocking(read_fd, False)
-    received, last_result, reading, timed_out = bytearray(), None, True, False
+    received, reading, timed_out = bytearray(), True, False
     deadline = launched + timeout
     while process.poll() is None:
         if reading:
@@ -262,7 +268,6 @@ def collect(process, read_fd, launched, timeout):
                 reading = False  # end of file: the worker closed its end (not yet reaped)
             elif chunk:
                 received += chunk
-                last_result = time.monotonic()
         else:
             time.sleep(POLL_S)
         if time.monotonic() > deadline:
@@ -270,12 +275,9 @@ def collect(process, read_fd, launched, timeout):
             process.wait()
             timed_out = True
     reaped = time.monotonic()
-    tail = read_available(read_fd) if reading else None
-    if tail:
-        received += tail
-        last_result = reaped
-    return Outcome(parse_results(received), process.returncode, timed_out, launched, last_result,
-                   reaped, "")
+    if reading:
+        received += read_available(read_fd) or b""
+    return Outcome(parse_results(received), process.returncode, timed_out, launched, reaped)
 
 
 def read_available(fd):
