@@ -36,6 +36,14 @@ def package_available(package):
     return package is None or importlib.util.find_spec(package) is not None
 
 
+def preload(spec):
+    """Imports what spec.build imports (its package and `modules`) without building anything:
+    for the fork server in bench/models.py, which imports once for all its workers. Raises
+    MissingPackage as build would."""
+    for name in filter(None, (spec.package,) + spec.modules):
+        require(name)
+
+
 @dataclass
 class ModelSpec:
     name: str
@@ -44,6 +52,7 @@ class ModelSpec:
     make_inputs: Callable  # (batch, small, dtype, device) -> tuple of example inputs
     batch: dict  # mode -> batch size at full size
     about: str
+    modules: tuple = ()  # what build imports beyond `package` (lazily loaded submodules)
 
 
 def disable_dropout(model):
@@ -210,12 +219,14 @@ IMAGE_BATCH = {"inference": 64, "training": 32}
 
 SPECS = [
     ModelSpec("gpt2", "transformers", build_gpt2, token_inputs(50257, 512, 256, 32), LM_BATCH,
-              "GPT-2 small (12 layers, 768 wide), LM head, seq 512"),
+              "GPT-2 small (12 layers, 768 wide), LM head, seq 512",
+              ("transformers.models.gpt2.modeling_gpt2",)),
     ModelSpec("bert", "transformers", build_bert, token_inputs(30522, 512, 256, 32), LM_BATCH,
-              "BERT-base masked LM, seq 512"),
+              "BERT-base masked LM, seq 512", ("transformers.models.bert.modeling_bert",)),
     ModelSpec("llama", "transformers", build_llama, token_inputs(32000, 512, 256, 32),
               {"inference": 8, "training": 4},
-              "Llama-style decoder, 8 layers, 1024 wide, GQA 16/8 heads, seq 512"),
+              "Llama-style decoder, 8 layers, 1024 wide, GQA 16/8 heads, seq 512",
+              ("transformers.models.llama.modeling_llama",)),
     ModelSpec("resnet50", "torchvision", build_resnet50, image_inputs, IMAGE_BATCH,
               "torchvision ResNet-50, 224x224 (small: ResNet-18 on 32x32)"),
     ModelSpec("vit", "timm", build_vit, image_inputs, IMAGE_BATCH,

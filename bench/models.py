@@ -5,10 +5,20 @@
     PYTHONPATH=src python3 bench/models.py --quick              # gpt2 + resnet50, inference
     python3 bench/models.py --device cpu --small --models mlp   # smoke test, eager only on the CPU
 
-Each (model, mode, back end) runs in its own subprocess under a time limit (--timeout), so a crash,
-a hang or an out-of-memory error costs one row, not the suite (eager's row is measured in the first
-compiled back end's worker, before it compiles: one process less per model). The worker builds
-the model from code with random weights (seed 0), runs eager once as the reference, then the back end:
+Each (model, mode, back end) runs in a worker process of its own under a time limit (--timeout), so
+a crash, a hang or an out-of-memory error costs one row, not the suite (eager's row is measured in
+the first compiled back end's worker, before it compiles: one process less per model). On Linux the
+suite process is a fork server (bench/workers.py): it imports torch and the packages the selected
+models are built from once, never initializes CUDA nor compiles, and forks each worker, which thus
+skips Python start-up and those imports; --no-fork starts a fresh `python models.py --worker`
+instead (the only way elsewhere). Both run the same worker code. The parent imports nothing of the
+compilers itself (Dynamo, Inductor, Triton, tritonize): each worker imports them as a fresh process
+would, at the same point (what the model packages import in building the model, before any
+measurement; the rest from torch.compile on), so first-call times stay comparable with the history
+in docs/benchmarks.md. The warm-cache worker is a fresh fork of a parent that never compiled.
+
+The worker builds the model from code with random weights (seed 0), runs eager once as the
+reference, then the back end:
 
   step ms      median time of one step after warm-up (inference: forward under no_grad, bf16
                weights; training: forward under autocast(bf16) with fp32 weights, loss =
@@ -25,13 +35,15 @@ the model from code with random weights (seed 0), runs eager once as the referen
                triton_* kernel names in the profile for Inductor
   accuracy     inference: cosine similarity of the output with eager's; training: cosine
                similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance)
+
+Under each row: its workers' wall time ([N s], the warm-cache worker included) and their phases in
+seconds since the worker was launched (start = the worker code began: Python start-up and imports
+in a fresh process, next to nothing in a fork; exited = reaped by the parent, so exited - done is
+the cost of process exit).
 """
 import argparse
-import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,14 +54,14 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import model_zoo  # noqa: E402
+import workers  # noqa: E402
 
-PROCESS_START = time.perf_counter()  # phases of a worker are timed from here (bench/ only)
-RESULT_MARK = "BENCH_RESULT "
 MODES = ("inference", "training")
 QUICK_MODELS = ["gpt2", "resnet50"]
 COSINE_THRESHOLD = 0.99
 HEADERS = ["model", "mode", "backend", "step ms", "speedup", "first call s", "warm call s",
            "peak GiB", "graphs", "launches", "gen kernels", "accuracy"]
+FINAL_KEYS = ("step_s", "warm_call_s", "environment", "error")  # a worker that sent none failed
 
 
 # ============================================================================ worker side
@@ -156,7 +168,7 @@ def measure(args, workload, backend):
         eager = measure_steps(args, eager_step, "eager", eager_first, "ref", None)
         if backend == "eager":
             return eager
-        emit({"eager": eager})
+        emit(args, {"eager": eager})
     common.reset_compiler_state()
     step, recorder = compiled_step(workload, backend)
     actual, first_call = common.timed_first_call(step, device)
@@ -166,9 +178,10 @@ def measure(args, workload, backend):
 
 
 def phase(args, name):
-    """Note when a worker phase ended (seconds since the process started), for the parent's log."""
+    """Note when a worker phase ended (time.monotonic(), one clock with the parent's), for the
+    parent's log."""
     if hasattr(args, "phases"):
-        args.phases.append((name, time.perf_counter() - PROCESS_START))
+        args.phases.append((name, time.monotonic()))
 
 
 def measure_steps(args, step, backend, first_call, check, recorder):
@@ -216,109 +229,141 @@ def tritonize_generated_kernels(recorder):
     return f"{count} (+{fallback_count} fallback)" if fallback_count else count
 
 
-def emit(result):
-    print(RESULT_MARK + json.dumps(result), flush=True)
+def emit(args, result):
+    """Sends a result dict to the parent (stdout when the worker was started by hand)."""
+    workers.send(args.result_fd, result)
 
 
 def run_worker(args):
-    """Measures one (model, mode, back end) and prints it as a result line; always exits 0."""
+    """Measures one (model, mode, back end) and sends the results to the parent; returns 0.
+
+    With --environment-only it sends the environment line instead: the probe the fork server
+    forks first, which also shows that a forked child can use the device."""
+    if args.environment_only:
+        emit(args, {"environment": common.environment_line(args.device)})
+        return 0
+    workers.inject_test_fault()
     backend, spec = args.backends, model_zoo.SPECS_BY_NAME[args.models]
     torch.manual_seed(0)
     torch.set_float32_matmul_precision("high")
-    args.phases = [("start", time.perf_counter() - PROCESS_START)]
+    args.phases = [("start", time.monotonic())]
     try:
         workload = Workload(spec, args.mode, args.small, args.device)
         phase(args, "build")
-        emit(measure(args, workload, backend))
+        emit(args, measure(args, workload, backend))
         phase(args, "done")
-        emit({"phases": args.phases})
+        emit(args, {"phases": args.phases})
     except (model_zoo.MissingPackage, ReferenceFailed) as exc:
         traceback.print_exc()
         label = "" if isinstance(exc, model_zoo.MissingPackage) else "eager reference: "
-        emit({"error": f"fails: {label}{exc}"})
-        return 0
+        emit(args, {"error": f"fails: {label}{exc}"})
     except Exception as exc:  # a failure is a row in the parent's table
         traceback.print_exc()
-        emit({"error": common.describe_error(exc)})
-        return 0
+        emit(args, {"error": common.describe_error(exc)})
     return 0
 
 
 # ============================================================================ parent side
 
 
-def worker_command(args, model, mode, backend, first_call_only, also_eager=False):
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--models", model,
-               "--mode", mode, "--backends", backend, "--device", args.device,
-               "--warmup", str(args.warmup), "--iters", str(args.iters)]
+def worker_options(args, model, mode, backend, first_call_only=False, also_eager=False):
+    """The worker's command-line options for one (model, mode, back end)."""
+    options = ["--worker", "--models", model, "--mode", mode, "--backends", backend,
+               "--device", args.device, "--warmup", str(args.warmup), "--iters", str(args.iters)]
     if args.small:
-        command.append("--small")
+        options.append("--small")
     if first_call_only:
-        command.append("--first-call-only")
+        options.append("--first-call-only")
     if also_eager:
-        command.append("--also-eager")
-    return command
+        options.append("--also-eager")
+    return options
 
 
-def parse_results(stdout):
-    result = {}
-    for line in stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            result.update(json.loads(line[len(RESULT_MARK):]))
+def run_worker_process(args, options, tag):
+    """Runs one worker (forked or a fresh subprocess, as args.fork says) under the time limit;
+    returns its result dict: "error" when it ended without its results, phases in seconds since
+    launch with "exited" (reaped) added."""
+    log_path = os.path.join(args.log_dir, tag + ".log") if args.log_dir else None
+    outcome = workers.run(options, main, __file__, args.timeout, log_path, fork=args.fork)
+    result = outcome.results
+    if not any(key in result for key in FINAL_KEYS):
+        result["error"] = outcome.failure(args.timeout)
+    if result.get("phases"):
+        result["phases"] = [(name, at - outcome.launched) for name, at in result["phases"]]
+        result["phases"].append(("exited", outcome.reaped - outcome.launched))
     return result
 
 
-def run_in_subprocess(args, env, model, mode, backend, first_call_only=False, also_eager=False):
-    """Runs one worker under the time limit; returns its result dict (with "error" on failure)."""
-    command = worker_command(args, model, mode, backend, first_call_only, also_eager)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=args.timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # the worker and any compile workers it started
-        stdout, stderr = process.communicate()
-        timed_out = True
-    if args.log_dir:
-        tag = f"{model}-{mode}-{backend}{'-warm' if first_call_only else ''}"
-        with open(os.path.join(args.log_dir, tag + ".log"), "w") as log:
-            log.write(" ".join(command) + "\n\n" + stdout + "\n" + stderr)
-    result = parse_results(stdout)
-    if timed_out and not result:
-        result["error"] = f"fails: timeout after {args.timeout} s"
-    elif not result:
-        last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        result["error"] = f"fails: worker exit code {process.returncode}: {last[0][:120]}"
-    return result
-
-
-def cache_environment(args):
-    """Environment for the workers: fresh, shared cache directories unless --reuse-caches."""
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")  # models are built from configs; never download
+def prepare_environment(args):
+    """Sets the workers' environment in this process (forks and subprocesses inherit it, and the
+    fork server imports under it): no downloads, and fresh shared cache directories unless
+    --reuse-caches. Returns the cache root to remove at the end, or None."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models are built from configs; never download
     if args.reuse_caches:
-        return env, None
+        return None
     root = tempfile.mkdtemp(prefix="tritonize-bench-cache-")
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
-    env["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
-    env["TRITONIZE_CACHE_DIR"] = os.path.join(root, "tritonize")
-    return env, root
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
+    os.environ["TRITONIZE_CACHE_DIR"] = os.path.join(root, "tritonize")
+    return root
 
 
-def run_one(args, env, model, mode, backend, also_eager=False):
+def preload_packages(models):
+    """Imports in the fork server, once, what building the selected models imports (not CUDA:
+    see workers.cuda_check_without_init). A package that fails here is left to the workers, whose
+    rows say why. Returns (the packages imported, seconds)."""
+    start, loaded = time.perf_counter(), []
+    with workers.cuda_check_without_init():
+        for spec in (model_zoo.SPECS_BY_NAME[name] for name in models):
+            try:
+                model_zoo.preload(spec)
+            except Exception:  # noqa: BLE001 -- the worker meets it again and makes it a row
+                continue
+            if spec.package and spec.package not in loaded:
+                loaded.append(spec.package)
+    return loaded, time.perf_counter() - start
+
+
+def prepare_workers(args, models):
+    """Decides how workers start (args.fork) and readies the fork server; returns (environment
+    line, how workers start). The environment line comes from a first forked worker (naming the
+    GPU initializes CUDA, which this process must not do); if that probe fails, the workers
+    fall back to fresh subprocesses."""
+    args.fork = not args.no_fork and workers.fork_supported()
+    if not args.fork:
+        why = "--no-fork" if args.no_fork else "fork is used on Linux only"
+        return common.environment_line(args.device), f"workers: fresh subprocesses ({why})"
+    packages, seconds = preload_packages(models)
+    hazard = workers.fork_hazard()
+    probe = {"error": hazard} if hazard else run_worker_process(
+        args, ["--worker", "--environment-only", "--device", args.device], "environment")
+    if "error" in probe:
+        args.fork = False
+        return (common.environment_line(args.device),
+                f"workers: fresh subprocesses (a forked worker failed: {probe['error']})")
+    imported = ", ".join(["torch"] + packages)
+    return probe["environment"], (f"workers: forked from this process (imported {imported} in "
+                                  f"{seconds:.1f} s; {workers.thread_note()})")
+
+
+def run_one(args, model, mode, backend, also_eager=False):
     """One back end's row (its worker and, unless --skip-warm, the warm-cache worker). With
     also_eager the worker measures the eager row too, under the key "eager" (one process less)."""
-    spec = model_zoo.SPECS_BY_NAME[model]
-    if not model_zoo.package_available(spec.package):
-        return {"error": f"fails: missing package {spec.package}"}
+    package = model_zoo.SPECS_BY_NAME[model].package
     start = time.perf_counter()
-    result = run_in_subprocess(args, env, model, mode, backend, also_eager=also_eager)
+    tag = f"{model}-{mode}-{backend}"
+    if not model_zoo.package_available(package):
+        result = {"error": f"fails: missing package {package}"}
+    else:
+        result = run_worker_process(
+            args, worker_options(args, model, mode, backend, also_eager=also_eager), tag)
     if also_eager:
         result.setdefault("eager", {"error": result.get("error", "fails: eager not measured")})
     if backend != "eager" and "error" not in result and not args.skip_warm:
-        warm = run_in_subprocess(args, env, model, mode, backend, first_call_only=True)
+        warm = run_worker_process(
+            args, worker_options(args, model, mode, backend, first_call_only=True), tag + "-warm")
         result["warm_call_s"] = warm.get("warm_call_s", warm.get("error", "fails"))
+        result["warm_phases"] = warm.get("phases")
     result["wall_s"] = time.perf_counter() - start
     return result
 
@@ -344,7 +389,7 @@ def table_row(model, mode, backend, result, eager_result):
             "-" if eager else result.get("generated"), result["accuracy"]]
 
 
-def summary_lines(results, backends, modes):
+def summary_lines(results, backends, modes, elapsed):
     """Geomean speedup vs eager per back end and mode, tritonize vs Inductor, compile, memory."""
     lines = []
 
@@ -384,23 +429,34 @@ def summary_lines(results, backends, modes):
             text += f", warm / cold first call {common.geomean(warm):.2f} (max {max(warm):.2f})"
         lines.append(text)
     walls = [r["wall_s"] for r in results.values() if isinstance(r.get("wall_s"), float)]
-    lines.append(f"suite wall time {sum(walls):.0f} s ({len(walls)} rows, warm-cache processes included)")
+    lines.append(f"suite wall time {elapsed:.0f} s, start to table; the rows' workers "
+                 f"{sum(walls):.0f} s ({len(walls)} rows, warm-cache processes included)")
     return lines
 
 
+def print_phases(label, phases):
+    """One log line: a worker's phases, in seconds since it was launched."""
+    if phases:
+        print(f"    {label} (s since launch): " + ", ".join(f"{n} {t:.1f}" for n, t in phases),
+              flush=True)
+
+
 def run_suite(args, models, modes, backends):
-    env, cache_root = cache_environment(args)
+    """Every row, printed as it is measured; returns (results, rows, environment line)."""
+    cache_root = prepare_environment(args)
     if args.log_dir:
         os.makedirs(args.log_dir, exist_ok=True)
     results, rows = {}, []
     try:
+        environment, how = prepare_workers(args, models)
+        print(environment + "\n" + how, flush=True)
         for model in models:
             for mode in modes:
                 # eager is measured inside the first compiled back end's worker when there is one
                 compiled = [b for b in backends if b != "eager"]
                 eager_inside = "eager" in backends and bool(compiled)
                 for backend in compiled if eager_inside else backends:
-                    result = run_one(args, env, model, mode, backend,
+                    result = run_one(args, model, mode, backend,
                                      also_eager=eager_inside and backend == compiled[0])
                     if "eager" in result:
                         measured = [("eager", result.pop("eager")), (backend, result)]
@@ -413,13 +469,12 @@ def run_suite(args, models, modes, backends):
                         wall = value.get("wall_s")
                         print("  " + "  ".join(common.format_cell(c) for c in row)
                               + (f"   [{wall:.0f} s]" if wall else ""), flush=True)
-                    if result.get("phases"):
-                        print("    phases (s since start): " + ", ".join(
-                            f"{n} {t:.1f}" for n, t in result.pop("phases")), flush=True)
+                    print_phases("phases", result.pop("phases", None))
+                    print_phases("warm phases", result.pop("warm_phases", None))
     finally:
         if cache_root:
             shutil.rmtree(cache_root, ignore_errors=True)
-    return results, rows
+    return results, rows, environment
 
 
 # ============================================================================ command line
@@ -433,9 +488,9 @@ def parse_args(argv=None):
                         "(default: eager,inductor,tritonize on CUDA, eager on the CPU)")
     parser.add_argument("--mode", default="inference", choices=["inference", "training", "both"])
     parser.add_argument("--quick", action="store_true", help="gpt2 and resnet50, inference only")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", help="cuda or cpu (default: cuda if available)")
     parser.add_argument("--small", action="store_true", help="tiny models, for a smoke test")
-    parser.add_argument("--timeout", type=int, default=300, help="seconds per subprocess")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per worker process")
     parser.add_argument("--warmup", type=int, help="warm-up steps (default 3, small 1)")
     parser.add_argument("--iters", type=int, help="timed steps (default 10, small 3)")
     parser.add_argument("--skip-warm", action="store_true",
@@ -444,10 +499,14 @@ def parse_args(argv=None):
                         help="use the usual Inductor/Triton cache dirs instead of fresh ones")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     parser.add_argument("--log-dir", help="write each worker's stdout and stderr here")
+    parser.add_argument("--no-fork", action="store_true",
+                        help="start each worker as a fresh Python process instead of forking it")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-call-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--also-eager", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--environment-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(workers.RESULT_FD_OPTION, type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.warmup is None:
         args.warmup = 1 if args.small else 3
@@ -482,13 +541,15 @@ def main(argv=None):
         for spec in model_zoo.SPECS:
             print(f"{spec.name:18} {spec.package or 'torch':13} {spec.about}")
         return 0
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+    start = time.perf_counter()
+    # asked without initializing CUDA: this process may fork the workers
+    cuda = workers.cuda_available_without_init()
+    args.device = args.device or ("cuda" if cuda else "cpu")
+    if torch.device(args.device).type == "cuda" and not cuda:
         raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")
     models, modes, backends = selection(args)
-    environment = common.environment_line(args.device)
-    print(environment, flush=True)
-    results, rows = run_suite(args, models, modes, backends)
-    summary = summary_lines(results, backends, modes)
+    results, rows, environment = run_suite(args, models, modes, backends)
+    summary = summary_lines(results, backends, modes, time.perf_counter() - start)
     print()
     print(common.format_table(HEADERS, rows))
     print("\n".join(summary))

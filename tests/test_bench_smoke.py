@@ -1,12 +1,17 @@
 """Smoke test of the benchmark harness (bench/): the suites run on the CPU with tiny sizes.
 
-Runs each suite as a subprocess, eager only, and checks it exits cleanly and prints its table.
+Runs each suite as a subprocess, mostly eager only, and checks it exits cleanly and prints its
+table. The model suite's worker processes are tested too: forked and fresh (--no-fork), with
+tritonize and its warm-cache worker, and workers that hang or die (BENCH_WORKER_FAULT).
 This keeps the harness from rotting between GPU runs; it says nothing about performance.
 """
 import os
 import re
 import subprocess
 import sys
+import time
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,6 +37,103 @@ def test_model_suite_runs_on_cpu():
     assert "model  " in output and "step ms" in output and "accuracy" in output
     rows = [line for line in output.splitlines() if line.startswith("mlp ")]
     assert len(rows) == 1 and "fails" not in rows[0] and rows[0].rstrip().endswith("ref"), output
+
+
+def run_model_suite(*options, fault=None):
+    """bench/models.py on the CPU with tiny models (tritonize from src/); its stdout. `fault`:
+    the worker fault to provoke (BENCH_WORKER_FAULT, see bench/workers.py)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    env.pop("BENCH_WORKER_FAULT", None)
+    if fault:
+        env["BENCH_WORKER_FAULT"] = fault
+    command = [sys.executable, os.path.join(REPO, "bench", "models.py"), "--device", "cpu",
+               "--small", *options]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def table_rows(output, models):
+    """The final table's rows for `models`, split into cells (the accuracy cell split too)."""
+    return [line.split() for line in output.splitlines() if line.startswith(tuple(m + " " for m in models))]
+
+
+def assert_measured_with_warm_call(output, models):
+    """Every (model, eager/tritonize) row measured, and tritonize's with a warm-call time."""
+    rows = table_rows(output, models)
+    assert [(r[0], r[2]) for r in rows] == [(m, b) for m in models for b in ("eager", "tritonize")], output
+    assert not any("fails" in " ".join(r) for r in rows), output
+    for row in (r for r in rows if r[2] == "tritonize"):
+        assert float(row[6]) > 0 and row[-2] == "ok", output  # warm call s; accuracy verdict
+
+
+def test_model_suite_forks_workers_on_cpu():
+    """The default path on Linux: workers forked from the suite process, warm-cache workers
+    included, each reporting its phases up to being reaped."""
+    output = run_model_suite("--models", "mlp,transformer_block", "--backends", "eager,tritonize")
+    assert "workers: forked from this process" in output, output
+    assert_measured_with_warm_call(output, ["mlp", "transformer_block"])
+    assert output.count("warm phases (s since launch): start") == 2, output
+    assert re.search(r"done [\d.]+, exited [\d.]+", output), output
+
+
+def test_model_suite_runs_fresh_subprocesses_with_no_fork():
+    output = run_model_suite("--models", "mlp", "--backends", "eager,tritonize", "--no-fork")
+    assert "workers: fresh subprocesses (--no-fork)" in output, output
+    assert_measured_with_warm_call(output, ["mlp"])
+
+
+def process_gone(pid):
+    """True once `pid` has exited (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["fork", "no-fork"])
+def test_model_suite_worker_timeout_kills_its_process_group(tmp_path, how):
+    """A hung worker becomes a timeout row, and neither it nor the process it started lives on."""
+    options = ["--models", "mlp", "--backends", "eager", "--timeout", "3", "--log-dir", str(tmp_path)]
+    output = run_model_suite(*options, *(["--no-fork"] if how == "no-fork" else []), fault="hang")
+    rows = table_rows(output, ["mlp"])
+    assert len(rows) == 1 and " ".join(rows[0]).endswith("fails: timeout after 3 s"), output
+    log = (tmp_path / "mlp-inference-eager.log").read_text()
+    pids = [int(p) for p in re.search(r"worker pid (\d+), grandchild pid (\d+)", log).groups()]
+    deadline = time.monotonic() + 10
+    while not all(process_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(process_gone(pid) for pid in pids), (pids, log)
+
+
+@pytest.mark.parametrize("how", ["fork", "no-fork"])
+def test_model_suite_worker_dying_without_result_is_a_row(how):
+    """A worker that exits without sending its results gives a row with its exit code and last
+    output line; the suite goes on to the next model."""
+    options = ["--models", "mlp,transformer_block", "--backends", "eager"]
+    output = run_model_suite(*options, *(["--no-fork"] if how == "no-fork" else []), fault="exit")
+    rows = [" ".join(r) for r in table_rows(output, ["mlp", "transformer_block"])]
+    assert len(rows) == 2, output
+    assert all(r.endswith("fails: worker exit code 3: fault: leaving without a result") for r in rows), output
+
+
+def test_fork_server_imports_no_compiler():
+    """The suite process imports nothing of the compilers before forking (their import belongs to
+    each worker, as in a fresh process) and does not initialize CUDA."""
+    script = """if True:
+        import sys
+        sys.path.insert(0, "bench")
+        import models
+        models.preload_packages(["mlp", "transformer_block"])
+        loaded = [m for m in sys.modules if m.split(".")[0] in ("triton", "tritonize")
+                  or m.startswith(("torch._dynamo", "torch._inductor"))]
+        assert not loaded, loaded
+        assert not models.torch.cuda.is_initialized()
+        """
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_compile_cache_bench_runs_on_cpu():
