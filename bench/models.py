@@ -333,7 +333,8 @@ def prepare_workers(args, models):
     if not args.fork:
         why = "--no-fork" if args.no_fork else "fork is used on Linux only"
         return common.environment_line(args.device), f"workers: fresh subprocesses ({why})"
-    packages, seconds = preload_packages(models)
+    # BENCH_FORK_PRELOAD=0: fork from a server that imported torch alone (to compare)
+    packages, seconds = preload_packages(models) if os.environ.get("BENCH_FORK_PRELOAD") != "0" else ([], 0.0)
     hazard = workers.fork_hazard()
     probe = {"error": hazard} if hazard else run_worker_process(
         args, ["--worker", "--environment-only", "--device", args.device], "environment")
@@ -543,7 +544,9 @@ def main(argv=None):
         return 0
     start = time.perf_counter()
     # asked without initializing CUDA: this process may fork the workers
-    cuda = workers.cuda_available_without_init()
+    # asked only when --device is not given (NVML, not the CUDA driver, but still a library state
+    # every forked worker inherits)
+    cuda = args.device == "cuda" or (args.device is None and workers.cuda_available_without_init())
     args.device = args.device or ("cuda" if cuda else "cpu")
     if torch.device(args.device).type == "cuda" and not cuda:
         raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")
