@@ -117,8 +117,11 @@ def median_time_s(fn, device, warmup_ms=25, rep_ms=100, cpu_iters=5):
     return statistics.median(times)
 
 
-def time_iterations(fn, device, warmup=3, iters=10):
-    """Median seconds per call over `iters` calls after `warmup` calls (CUDA events on GPU).
+def time_iterations(fn, device, warmup=3, iters=10, rounds=1, pause_s=0.05):
+    """Seconds per call: the median over `iters` calls after `warmup` calls (CUDA events on GPU),
+    in `rounds` rounds `pause_s` apart, the fastest round's median. The shared GPU host has slow
+    spells (a model's step ~1.5x slower for a while, in any process): several rounds spread over
+    time keep one spell from deciding a row.
 
     For whole-model steps, where do_bench's L2 flush and its time-based repeat count are not
     wanted.
@@ -126,6 +129,15 @@ def time_iterations(fn, device, warmup=3, iters=10):
     for _ in range(warmup):
         fn()
     synchronize(device)
+    medians = []
+    for round_index in range(rounds):
+        if round_index:
+            time.sleep(pause_s)
+        medians.append(_median_of_calls(fn, device, iters))
+    return min(medians)
+
+
+def _median_of_calls(fn, device, iters):
     if torch.device(device).type != "cuda":
         times = []
         for _ in range(iters):

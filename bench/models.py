@@ -20,7 +20,8 @@ in docs/benchmarks.md. The warm-cache worker is a fresh fork of a parent that ne
 The worker builds the model from code with random weights (seed 0), runs eager once as the
 reference, then the back end:
 
-  step ms      median time of one step after warm-up (inference: forward under no_grad, bf16
+  step ms      median time of one step after warm-up, fastest of 5 rounds of 10 steps 50 ms
+               apart (the shared host has slow spells) (inference: forward under no_grad, bf16
                weights; training: forward under autocast(bf16) with fp32 weights, loss =
                output.float().square().mean(), backward; no optimizer step)
   speedup      eager step time / this step time (same model and mode, separate processes)
@@ -189,7 +190,7 @@ def measure_steps(args, step, backend, first_call, check, recorder):
     device = args.device
     phase(args, f"{backend} first call")
     free_device_memory(device)
-    seconds = common.time_iterations(step, device, warmup=args.warmup, iters=args.iters)
+    seconds = common.time_iterations(step, device, warmup=args.warmup, iters=args.iters, rounds=args.rounds)
     phase(args, f"{backend} timing")
     peak = torch.cuda.max_memory_allocated() if torch.device(device).type == "cuda" else None
     names = common.device_kernel_names(step, device)
@@ -269,7 +270,8 @@ def run_worker(args):
 def worker_options(args, model, mode, backend, first_call_only=False, also_eager=False):
     """The worker's command-line options for one (model, mode, back end)."""
     options = ["--worker", "--models", model, "--mode", mode, "--backends", backend,
-               "--device", args.device, "--warmup", str(args.warmup), "--iters", str(args.iters)]
+               "--device", args.device, "--warmup", str(args.warmup), "--iters", str(args.iters),
+               "--rounds", str(args.rounds)]
     if args.small:
         options.append("--small")
     if first_call_only:
@@ -493,7 +495,9 @@ def parse_args(argv=None):
     parser.add_argument("--small", action="store_true", help="tiny models, for a smoke test")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per worker process")
     parser.add_argument("--warmup", type=int, help="warm-up steps (default 3, small 1)")
-    parser.add_argument("--iters", type=int, help="timed steps (default 10, small 3)")
+    parser.add_argument("--iters", type=int, help="timed steps a round (default 10, small 3)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="timing rounds, 50 ms apart; the fastest round's median counts (default 5)")
     parser.add_argument("--skip-warm", action="store_true",
                         help="skip the second process that measures warm-cache compile time")
     parser.add_argument("--reuse-caches", action="store_true",
