@@ -35,7 +35,9 @@ reference, then the back end:
   gen kernels  kernels the back end generated: the compiled graphs' reports for tritonize, distinct
                triton_* kernel names in the profile for Inductor
   accuracy     inference: cosine similarity of the output with eager's; training: cosine
-               similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance)
+               similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance); a
+               training row under that is "ok" when its gradients are as close (within 0.01)
+               to the fp32 step's as eager's bf16 ones: fp32_cos=compiled (eager) in the cell
 
 Under each row: its workers' wall time ([N s], the warm-cache worker included) and their phases in
 seconds since the worker was launched (start = the worker code began: Python start-up and imports
@@ -60,6 +62,7 @@ import workers  # noqa: E402
 MODES = ("inference", "training")
 QUICK_MODELS = ["gpt2", "resnet50"]
 COSINE_THRESHOLD = 0.99
+FP32_SLACK = 0.01  # how much further from the fp32 gradients than eager's a bf16 result may be
 HEADERS = ["model", "mode", "backend", "step ms", "speedup", "first call s", "warm call s",
            "peak GiB", "graphs", "launches", "gen kernels", "accuracy"]
 FINAL_KEYS = ("step_s", "warm_call_s", "environment", "error")  # a worker that sent none failed
@@ -101,8 +104,9 @@ class Workload:
 
         return forward
 
-    def step_fn(self, forward):
-        """One step calling `forward` (eager or compiled); returns what accuracy compares."""
+    def step_fn(self, forward, autocast=True):
+        """One step calling `forward` (eager or compiled); returns what accuracy compares.
+        autocast=False (training): the same step in fp32, the reference for bf16 gradients."""
         inputs, params = self.inputs, self.params
         if self.mode == "inference":
             def step():
@@ -114,11 +118,10 @@ class Workload:
         def step():
             for p in params:
                 p.grad = None
-            with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+            with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=autocast):
                 output = forward(*inputs)
             # square, not a plain mean: a plain mean sends the same gradient for every sample, and
-            # training-mode batch norm removes what is common to the batch; suspected to leave
-            # resnet50's gradients at rounding level (both compilers "mismatched" eager equally)
+            # training-mode batch norm removes what is common to the batch
             loss = output.float().square().mean()
             loss.backward()
             return [loss.detach()] + [p.grad for p in params]
@@ -129,14 +132,23 @@ def to_cpu(value):
     return [t.detach().cpu() for t in common.flatten_tensors(value)]
 
 
-def accuracy(mode, actual, reference):
-    """'ok cos=...' or 'MISMATCH cos=...' comparing outputs (inference) or gradients (training)."""
+def accuracy(mode, actual, reference, reference32=None):
+    """'ok cos=...' or 'MISMATCH cos=...' comparing outputs (inference) or gradients (training)
+    with eager's. Training gradients under bf16 autocast that miss the threshold are compared
+    with the fp32 step's too (reference32): 'ok' when they are as close to it as eager's
+    (within FP32_SLACK), since then the two bf16 runs differ by rounding the model amplifies
+    (seen with batch norm in training mode: ResNet-50 at cosine 0.39 under both compilers)."""
     if mode == "inference":
         label, cos = "cos", common.cosine_similarity(actual, reference)
     else:
         label, cos = "grad_cos", common.cosine_similarity(actual[1:], reference[1:])
-    verdict = "ok" if cos > COSINE_THRESHOLD else "MISMATCH"
-    return f"{verdict} {label}={cos:.4f}"
+    text = f"{label}={cos:.4f}"
+    if cos > COSINE_THRESHOLD or reference32 is None:
+        return f"{'ok' if cos > COSINE_THRESHOLD else 'MISMATCH'} {text}"
+    compiled32 = common.cosine_similarity(actual[1:], reference32[1:])
+    eager32 = common.cosine_similarity(reference[1:], reference32[1:])
+    verdict = "ok" if compiled32 >= eager32 - FP32_SLACK else "MISMATCH"
+    return f"{verdict} {text} fp32_cos={compiled32:.4f} (eager {eager32:.4f})"
 
 
 def free_device_memory(device):
@@ -170,12 +182,22 @@ def measure(args, workload, backend):
         if backend == "eager":
             return eager
         emit(args, {"eager": eager})
+    reference32 = fp32_reference(workload)
     common.reset_compiler_state()
     step, recorder = compiled_step(workload, backend)
     actual, first_call = common.timed_first_call(step, device)
-    check = accuracy(workload.mode, to_cpu(actual), reference)
-    del actual, reference
+    check = accuracy(workload.mode, to_cpu(actual), reference, reference32)
+    del actual, reference, reference32
     return measure_steps(args, step, backend, first_call, check, recorder)
+
+
+def fp32_reference(workload):
+    """Training: eager's gradients without autocast (on the CPU), what a bf16 result is judged
+    against when it misses eager's; None for inference."""
+    if workload.mode != "training":
+        return None
+    step = workload.step_fn(workload.forward_fn(), autocast=False)
+    return to_cpu(step())
 
 
 def phase(args, name):

@@ -179,3 +179,27 @@ def test_kernel_suite_compares_default_and_max_autotune_on_cpu():
     rows = [line for line in result.stdout.splitlines() if line.startswith("gelu_bias ")]
     assert len(rows) == 2 and all(line.rstrip().endswith("ok") for line in rows), result.stdout
     assert "max-autotune vs default" in result.stdout, result.stdout
+
+
+def test_training_accuracy_falls_back_to_the_fp32_gradients():
+    """A bf16 training result far from eager's bf16 gradients is 'ok' only when it is as close
+    to the fp32 step's gradients as eager's are (both runs carry the model's amplified rounding),
+    and a MISMATCH when it is further away."""
+    import torch
+
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import models
+
+    generator = torch.Generator().manual_seed(0)
+    fp32 = torch.randn(1000, generator=generator)
+    eager = fp32 + 0.8 * torch.randn(1000, generator=generator)  # bf16 eager: far from fp32
+    close = fp32 + 0.8 * torch.randn(1000, generator=generator)  # as far from fp32, elsewhere
+    wrong = -fp32 + 0.8 * torch.randn(1000, generator=generator)
+    loss = torch.tensor(1.0)
+    as_step = lambda grad: [loss, grad]  # noqa: E731 - what a training step returns
+    ok = models.accuracy("training", as_step(close), as_step(eager), as_step(fp32))
+    assert ok.startswith("ok grad_cos=") and "fp32_cos=" in ok, ok
+    bad = models.accuracy("training", as_step(wrong), as_step(eager), as_step(fp32))
+    assert bad.startswith("MISMATCH"), bad
+    assert models.accuracy("training", as_step(eager), as_step(eager), as_step(fp32)) == "ok grad_cos=1.0000"
+    assert models.accuracy("inference", close, eager).startswith("MISMATCH cos=")
