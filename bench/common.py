@@ -126,6 +126,8 @@ def time_iterations(fn, device, warmup=3, iters=10, rounds=1, pause_s=0.05):
     For whole-model steps, where do_bench's L2 flush and its time-based repeat count are not
     wanted.
     """
+    if rounds < 1 or iters < 1:
+        raise ValueError(f"time_iterations needs rounds >= 1 and iters >= 1, got {rounds} and {iters}")
     for _ in range(warmup):
         fn()
     synchronize(device)

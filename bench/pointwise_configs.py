@@ -50,7 +50,7 @@ def sweep(name, fn, args, copy_gbs):
             if not 1024 <= yb * xb <= 32768 or yb * xb < 32 * w * 4:
                 continue
             grid = (triton.cdiv(xnumel, xb) * triton.cdiv(ynumel, yb),)
-            ms = triton.testing.do_bench(lambda: jit_fn[grid](*args, out, YBLOCK=yb, XBLOCK=xb, num_warps=w),
+            ms = triton.testing.do_bench(lambda: jit_fn[grid](*args, out, YBLOCK=yb, XBLOCK=xb, PDL=False, num_warps=w),
                                          return_mode="median")
             rows.append((f"Y{yb} X{xb} w{w}", ms))
     else:
@@ -58,7 +58,7 @@ def sweep(name, fn, args, copy_gbs):
             if xb // (32 * w) < 1:
                 continue
             grid = (triton.cdiv(numel, xb),)
-            ms = triton.testing.do_bench(lambda: jit_fn[grid](*args, out, XBLOCK=xb, num_warps=w),
+            ms = triton.testing.do_bench(lambda: jit_fn[grid](*args, out, XBLOCK=xb, PDL=False, num_warps=w),
                                          return_mode="median")
             rows.append((f"X{xb} w{w}", ms))
     rows.sort(key=lambda r: r[1])

@@ -156,8 +156,8 @@ def start_forked(options, entry, output, result_fds):
         os.dup2(output.fileno(), 2)
         own_python_objects()
         code = entry(options)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+    except SystemExit as exc:  # as Python itself: None is success, a message is failure
+        code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
     except BaseException:  # noqa: B036 -- whatever happens, the child must end here
         traceback.print_exc()
         code = 1
@@ -228,6 +228,9 @@ def run(options, entry, script, timeout, log_path=None, fork=True):
                 process = start_forked(list(options) + to_pipe, entry, output, (read_fd, write_fd))
             else:
                 process = start_subprocess(command + to_pipe, output, (read_fd, write_fd))
+        except BaseException:
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)  # else the pipe never reports end-of-file
         try:

@@ -95,6 +95,7 @@ def test_kernels_compile_for_sm90(monkeypatch, tmp_path, graph):
                                   target=GPUTarget("cuda", 90, 32), options={"launch_pdl": True})
         assert compiled.asm.get("cubin"), kernel.name
         ptx = compiled.asm["ptx"]
-        first_access = min(ptx.index(op) for op in ("ld.global", "st.global") if op in ptx)
+        accesses = ("ld.global", "st.global", "atom.", "red.", "cp.async")
+        first_access = min(ptx.index(op) for op in accesses if op in ptx)
         assert ptx.index("griddepcontrol.wait") < first_access, kernel.name
         assert compiled.metadata.launch_pdl, kernel.name
