@@ -205,15 +205,14 @@ def fp32_gradients(workload):
     full fp32), its loss and gradients on the CPU: what a bf16 result is judged against when it
     misses eager's bf16 gradients."""
     step = workload.step_fn(workload.forward_fn(), autocast=False)
-    matmul_tf32, cudnn_tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    precision = torch.get_float32_matmul_precision()
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    precision, cudnn_tf32 = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("highest")  # also turns cuBLAS's allow_tf32 off
+    torch.backends.cudnn.allow_tf32 = False
     try:
         return to_cpu(step())
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul_tf32, cudnn_tf32
         torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
 def phase(args, name):
@@ -373,8 +372,7 @@ def prepare_workers(args, models):
     if not args.fork:
         why = "--no-fork" if args.no_fork else "fork is used on Linux only"
         return common.environment_line(args.device), f"workers: fresh subprocesses ({why})"
-    # BENCH_FORK_PRELOAD=0: fork from a server that imported torch alone (to compare)
-    packages, seconds = preload_packages(models) if os.environ.get("BENCH_FORK_PRELOAD") != "0" else ([], 0.0)
+    packages, seconds = preload_packages(models)
     hazard = workers.fork_hazard()
     probe = {"error": hazard} if hazard else run_worker_process(
         args, ["--worker", "--environment-only", "--device", args.device], "environment")
@@ -586,9 +584,7 @@ def main(argv=None):
         return 0
     start = time.perf_counter()
     # asked without initializing CUDA: this process may fork the workers
-    # asked only when --device is not given (NVML, not the CUDA driver, but still a library state
-    # every forked worker inherits)
-    cuda = args.device == "cuda" or (args.device is None and workers.cuda_available_without_init())
+    cuda = workers.cuda_available_without_init()
     args.device = args.device or ("cuda" if cuda else "cpu")
     if torch.device(args.device).type == "cuda" and not cuda:
         raise SystemExit("CUDA is not available; use --device cpu --small for a smoke test")

@@ -154,7 +154,9 @@ class GpuKernel(GeneratedKernel):
         super().__init__(fn, name, shape, self.configs[0])
         self.source, self.mode, self.module_path = source, mode, module_path
         self.params = list(fn.arg_names)
-        self.positional = [p for p in self.params if p not in self.config.blocks and p != "PDL"]
+        runtime_constants = launch_constants(fn, pdl=False)
+        self.positional = [p for p in self.params if p not in self.config.blocks and p not in runtime_constants]
+        self._device_constants: dict = {}  # device index -> what _constants returns
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
         self.variants: dict = {}  # ArgSpec -> guarded launch function
         self.pending: dict = {}  # ArgSpec -> _Pending
@@ -170,8 +172,11 @@ class GpuKernel(GeneratedKernel):
 
     # --- compiling ---------------------------------------------------------------------------
     def _constants(self, device: int) -> dict:
-        """Constexprs set by the runtime rather than the config: PDL where the device has it."""
-        return launch_constants(self.fn, pdl=supports_pdl(self.env.target(device)))
+        """Constexprs set by the runtime rather than the config: PDL where the device has it
+        (decided once per device; the generic path asks on every call)."""
+        if device not in self._device_constants:
+            self._device_constants[device] = launch_constants(self.fn, pdl=supports_pdl(self.env.target(device)))
+        return self._device_constants[device]
 
     def _job(self, config, spec: ArgSpec) -> CompileJob:
         blocks = dict(config.blocks, **self._constants(spec.device))
