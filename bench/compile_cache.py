@@ -31,9 +31,13 @@ import tempfile
 import time
 import traceback
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bytecode_cache  # noqa: E402
+
+bytecode_cache.enable()  # before torch is imported: bench/bytecode_cache.py says why
+
+import torch  # noqa: E402
+
 import common  # noqa: E402
 import model_zoo  # noqa: E402
 
@@ -63,14 +67,18 @@ def run_worker(args):
             step = workload.step_fn(timed_tritonize(workload.forward_fn(), backend_seconds))
         else:
             step = workload.step_fn(common.build_backend(args.backends, workload.forward_fn()))
+        begin = time.perf_counter()
         _, seconds = first_call(args, step)
         result["first_call_s"] = seconds
+        result["dynamo_phases"] = dynamo_phases()
         if args.backends == "tritonize":
             from tritonize import dynamo_cache, graph_cache
+            from tritonize.runtime.triton_compile import shared_pool
 
             result["graph_cache"] = dict(graph_cache.STATS)
             result["dynamo_cache"] = dict(dynamo_cache.STATS)
             result["backend_s"] = sum(backend_seconds)
+            result["kernel_compiles"] = shared_pool().compile_stats(since=begin)
 
     except model_zoo.MissingPackage as exc:
         result["error"] = f"fails: {exc}"
@@ -104,6 +112,16 @@ def first_call(args, step):
         profiler.disable()
         profiler.dump_stats(f"{stem}-{number}.prof")
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+
+
+def dynamo_phases() -> dict:
+    """Seconds per phase that torch times with dynamo_timed (Dynamo's trace, the backend call,
+    building guards...), summed over this process's compiles."""
+    try:
+        headers, values = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
+        return {h: round(float(v), 3) for h, v in zip(headers, values)}
+    except Exception as exc:  # a torch without these metrics: the row goes on
+        return {"error": common.describe_error(exc)}
 
 
 def timed_tritonize(fn, seconds: list):
@@ -210,6 +228,8 @@ def main(argv=None):
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the third process that measures Dynamo's trace and guards alone (backend eager)")
     parser.add_argument("--profile-dir", help="profile each first call with cProfile; .prof files go here")
+    parser.add_argument("--json", metavar="FILE", help="also write every process's raw result (Dynamo's phase "
+                        "times, kernel compile counts and seconds) as JSON")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -218,11 +238,13 @@ def main(argv=None):
     backends = common.parse_list(args.backends, ["tritonize", "inductor"], "back ends")
     environment = common.environment_line(args.device)
     print(environment, flush=True)
-    rows = []
+    print(f"bytecode cache primed in {bytecode_cache.prime():.1f} s", flush=True)
+    rows, raw = [], []
     for model in models:
         for backend in backends:
             cold, warm = measure(args, model, backend)
             rows.append(table_row(model, backend, cold, warm))
+            raw.append({"model": model, "backend": backend, "cold": cold, "warm": warm})
             print("  " + "  ".join(common.format_cell(c, 2) for c in rows[-1]), flush=True)
     print()
     print(common.format_table(HEADERS, rows))
@@ -232,6 +254,9 @@ def main(argv=None):
         with open(args.markdown, "w") as out:
             out.write(environment + "\n\n" + common.format_markdown(HEADERS, rows) + "\n\n")
             out.write("\n".join(f"- {line}" for line in summary) + "\n")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(raw, out, indent=1)
     return 0
 
 

@@ -5,6 +5,7 @@ the decision to use it (Triton's launch-hook knobs; the compiler's own kernels o
 The fake environment stands in for CUDA: its "compiled kernels" run on CPU tensors, found by
 the integer pointers the fast launcher passes, exactly as Triton's launcher receives them."""
 import re
+import threading
 import types
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 
 import tritonize
 from tritonize.runtime import disk_cache
-from tritonize.runtime.fast_launch import LoadedKernel, generate_launcher, hook_installed, launch_hooks_active
+from tritonize.runtime.fast_launch import LoadedKernel, build_host_launcher, generate_launcher, hook_installed, launch_hooks_active
 from tritonize.runtime.heuristics import DeviceInfo, KernelShape
 from tritonize.runtime.launcher import CudaEnvironment, GpuKernel
 from tritonize.runtime.loader import load_source_module
@@ -61,8 +62,9 @@ class FakeEnv:
         self.pool = self
 
     # pool
-    def submit(self, jit_fn, job):
+    def submit(self, jit_fn, job, prepare=None):
         self.submitted.append(job)
+        self.prepares = getattr(self, "prepares", []) + [prepare]
         return Handle(job)
 
     def counts(self):
@@ -238,7 +240,7 @@ def test_a_single_candidate_is_launched_without_cloning(monkeypatch):
 
 def test_broken_compile_glue_falls_back_to_triton_with_a_warning():
     class BrokenPool(FakeEnv):
-        def submit(self, jit_fn, job):
+        def submit(self, jit_fn, job, prepare=None):
             self.submitted.append(job)
             return Handle(TypeError("ASTSource() got an unexpected keyword argument"))
 
@@ -393,3 +395,35 @@ def test_programmatic_dependent_launch_only_where_the_device_has_it(monkeypatch,
     (launch,) = env.launches
     assert dict(launch["job"].blocks)["PDL"] is expected
     assert launch["job"].options().get("launch_pdl", False) is expected
+
+
+def test_every_compile_also_builds_the_host_launcher_in_its_worker():
+    env = FakeEnv()
+    make_kernel(env)
+    assert env.prepares and all(p is build_host_launcher for p in env.prepares)
+
+
+def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
+    calls = []
+
+    class Recorder:
+        _targets: dict = {}
+
+        def target(self, index):
+            calls.append((index, threading.current_thread().name))
+            self._targets[index] = ("cuda", 90, 32)
+
+    recorder = Recorder()
+    monkeypatch.setattr(CudaEnvironment, "_shared", None)
+    monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
+    CudaEnvironment.start_in_background(1).join(10)
+    assert calls == [(1, "tritonize-cuda-start")]
+    monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
+    assert CudaEnvironment.start_in_background(1) is None
+
+
+def test_the_backend_starts_no_gpu_runtime_for_cpu_graphs(monkeypatch):
+    from tritonize import backend
+
+    monkeypatch.setattr(CudaEnvironment, "start_in_background", classmethod(lambda cls, index: 1 / 0))
+    backend.start_gpu_runtime([torch.zeros(2), 3])

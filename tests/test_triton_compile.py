@@ -4,6 +4,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -128,3 +130,33 @@ def test_the_function_hash_is_computed_before_compiles_run(triton_cache):
     job = CompileJob(module.__file__, "hash_test_kernel", spec, (("XBLOCK", 256),), 4, 1, TARGET)
     CompilePool("serial").submit(fn, job)  # nothing compiled yet (serial compiles on result())
     assert len(fn.hash) == 64 and not fn.hash.startswith("recursion")
+
+
+@pytest.mark.parametrize("how", ["threads", "serial"])
+def test_prepare_runs_in_the_worker_after_the_compile_and_its_errors_stay_there(triton_cache, how):
+    """GpuKernel has each worker build the kernel's host launcher; a failure there is not the
+    compile's (the launching thread meets it again when it loads the kernel)."""
+    module = load()
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    (job,) = jobs_for(module, candidates(KernelShape("pointwise", 1024), "default", True), spec)
+    prepared, threads = [], []
+
+    def prepare(compiled):
+        prepared.append(compiled.metadata.num_warps)
+        threads.append(threading.current_thread().name)
+
+    def broken(compiled):
+        raise RuntimeError("no C compiler")
+
+    pool = CompilePool(how, workers=2)
+    try:
+        first = pool.submit(module.compile_test_kernel, job, prepare=prepare).result()
+        second = pool.submit(module.compile_test_kernel, job, prepare=broken).result()
+    finally:
+        pool.shutdown()
+    assert prepared == [first.metadata.num_warps] and second.metadata.num_warps == first.metadata.num_warps
+    assert threads[0].startswith("tritonize-compile") == (how == "threads")
+    begin = min(start for start, _ in pool.spans)
+    stats = pool.compile_stats(since=begin)
+    assert stats["compiles"] == 2 and 0 < stats["compile_s"] and stats["last_end_s"] >= stats["compile_s"] / 2
+    assert pool.compile_stats(since=time.perf_counter())["compiles"] == 0

@@ -51,6 +51,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def backend(gm: torch.fx.GraphModule, example_inputs):
         if recorder is not None:
             recorder.append("graph")
+        start_gpu_runtime(example_inputs)
         key, hit = dynamo_cache.lookup(gm, example_inputs, options)
         if hit is not None:
             record(hit.compiled, "inference")
@@ -70,6 +71,17 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return compiled_fn
 
     return backend
+
+
+def start_gpu_runtime(example_inputs) -> None:
+    """For a graph with CUDA inputs, start the GPU runtime's set-up on a background thread now,
+    while the graph is traced and lowered (runtime/launcher.py, CudaEnvironment)."""
+    devices = {x.device.index or 0 for x in example_inputs
+               if isinstance(x, torch.Tensor) and x.device.type == "cuda"}
+    if devices:
+        from .runtime.launcher import CudaEnvironment
+
+        CudaEnvironment.start_in_background(min(devices))
 
 
 def report_output_strides(compiled) -> None:

@@ -45,6 +45,17 @@ def load_on_device(compiled, device_index: int) -> LoadedKernel:
                         int(getattr(compiled, "n_regs", 0) or 0), int(getattr(compiled, "n_spills", 0) or 0))
 
 
+def build_host_launcher(compiled) -> None:
+    """Build the host-side launcher a CompiledKernel's first load needs, without loading the
+    kernel. Triton 3.6 compiles a small C module per kernel signature with the system compiler
+    (about half a second) and keeps it in its cache; doing it here, in a compile worker, takes
+    that off the thread that launches. Needs Triton's active driver, which the caller has
+    already created (concurrent first uses of it are not safe)."""
+    from triton.runtime import driver
+
+    driver.active.launcher_cls(compiled.src, compiled.metadata)
+
+
 def launch_hooks_active() -> bool:
     """Triton's launch hooks (profilers such as proton) need the generic launch path."""
     try:

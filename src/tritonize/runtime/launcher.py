@@ -84,6 +84,7 @@ class CudaEnvironment:
         self.stream = cuda_stream_getter()
         self.current_device = cuda_device_getter()
         self._targets: dict = {}
+        self._targets_lock = threading.Lock()
 
     @property
     def fast_path(self) -> bool:
@@ -105,12 +106,28 @@ class CudaEnvironment:
         return self.torch.cuda.current_device()
 
     def target(self, index: int) -> tuple:
-        if index not in self._targets:
-            from .triton_compile import current_target
+        with self._targets_lock:  # the first call creates Triton's driver: once, on one thread
+            if index not in self._targets:
+                from .triton_compile import current_target
 
-            with self.torch.cuda.device(index):
-                self._targets[index] = current_target()
-        return self._targets[index]
+                with self.torch.cuda.device(index):
+                    self._targets[index] = current_target()
+            return self._targets[index]
+
+    @classmethod
+    def start_in_background(cls, index: int) -> threading.Thread | None:
+        """Create the environment and Triton's driver for device `index` on a background thread.
+        The driver's first use builds (cold) or loads its C utilities with the system compiler,
+        about half a second; started when a graph for this device reaches the backend, it
+        overlaps AOTAutograd's trace instead of holding up the first kernel's load. None when
+        that is done already."""
+        shared = cls._shared
+        if shared is not None and index in shared._targets:
+            return None
+        thread = threading.Thread(target=lambda: cls.shared().target(index), daemon=True,
+                                  name="tritonize-cuda-start")
+        thread.start()
+        return thread
 
     def device_info(self, index: int) -> DeviceInfo:
         props = self.torch.cuda.get_device_properties(index)
@@ -183,6 +200,12 @@ class GpuKernel(GeneratedKernel):
         return CompileJob(self.module_path, self.name, spec, tuple(sorted(blocks.items())),
                           config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
 
+    def _compile(self, config, spec: ArgSpec):
+        """Start compiling one config; the worker also builds its host launcher."""
+        from .fast_launch import build_host_launcher
+
+        return self.env.pool.submit(self.fn, self._job(config, spec), prepare=build_host_launcher)
+
     def _submit(self, spec: ArgSpec, use_cache: bool = True) -> _Pending:
         configs, key, cached = self.configs, None, None
         if len(self.configs) > 1 or autotune.is_max_autotune(self.mode):
@@ -191,14 +214,14 @@ class GpuKernel(GeneratedKernel):
             cached = autotune_cache.load(key, self.shape) if use_cache else None
             if cached is not None:
                 configs = [cached]
-        handles = [self.env.pool.submit(self.fn, self._job(c, spec)) for c in configs]
+        handles = [self._compile(c, spec) for c in configs]
         return _Pending(configs, handles, key, cached is not None)
 
     def _compile_many(self, spec: ArgSpec, pending: _Pending):
         known = dict(zip(pending.configs, pending.handles))
 
         def compile_many(configs):
-            handles = [known.get(c) or self.env.pool.submit(self.fn, self._job(c, spec)) for c in configs]
+            handles = [known.get(c) or self._compile(c, spec) for c in configs]
             results = wait_all(handles, "compiling kernels", self.env.counts)
             return [r if isinstance(r, Exception) else self._variant(c, r, spec) for c, r in zip(configs, results)]
         return compile_many

@@ -24,6 +24,7 @@ import dataclasses
 import importlib.util
 import os
 import threading
+import time
 
 import torch
 
@@ -204,6 +205,15 @@ class _Deferred:
         return self._value
 
 
+def _prepare_quietly(prepare, compiled) -> None:
+    try:
+        prepare(compiled)
+    except Exception as err:  # noqa: BLE001  (repeated, and reported, where the kernel loads)
+        import logging
+
+        logging.getLogger("tritonize.compile").debug("preparing %s failed: %s", compiled, err)
+
+
 def pool_settings() -> tuple[str, int]:
     how = os.environ.get("TRITONIZE_COMPILE_POOL", "threads").strip().lower()
     if how not in ("threads", "processes", "serial"):
@@ -219,6 +229,8 @@ class CompilePool:
         self._lock = threading.Lock()
         self.submitted = 0
         self.finished = 0
+        # (start, end) of each compile on time.perf_counter's clock, for compile-time reports.
+        self.spans: list[tuple[float, float]] = []
 
     def _pool(self):
         with self._lock:
@@ -240,8 +252,11 @@ class CompilePool:
         if self.how != "serial":
             self._pool()
 
-    def submit(self, jit_fn, job: CompileJob):
-        """A handle whose result() is the CompiledKernel (or raises the compile error)."""
+    def submit(self, jit_fn, job: CompileJob, prepare=None):
+        """A handle whose result() is the CompiledKernel (or raises the compile error).
+        `prepare(compiled)`, if given, runs after a successful compile in the same worker: host
+        work the first launch would otherwise do on the caller's thread (its errors are ignored
+        there; the caller meets them again when it does that work itself)."""
         with self._lock:
             self.submitted += 1
         # Triton computes a function's hash lazily, with a placeholder while it does: compute it
@@ -249,17 +264,32 @@ class CompilePool:
         getattr(jit_fn, "cache_key", None)
 
         def compile_here():
+            start = time.perf_counter()
             try:
-                return compile_config(jit_fn, job)
+                compiled = compile_config(jit_fn, job)
+                if prepare is not None:
+                    _prepare_quietly(prepare, compiled)
+                return compiled
             finally:
                 with self._lock:
                     self.finished += 1
+                    self.spans.append((start, time.perf_counter()))
 
         if self.how == "serial":
             return _Deferred(compile_here)
         if self.how == "processes":
             return _Deferred(compile_here, before=self._pool().submit(compile_in_worker, job))
         return self._pool().submit(compile_here)
+
+    def compile_stats(self, since: float = 0.0) -> dict:
+        """Compiles that started at or after `since` (time.perf_counter): how many, their summed
+        seconds, and the seconds from `since` to the last one's end."""
+        with self._lock:
+            spans = [s for s in self.spans if s[0] >= since]
+        if not spans:
+            return {"compiles": 0, "compile_s": 0.0, "last_end_s": 0.0}
+        return {"compiles": len(spans), "compile_s": sum(end - start for start, end in spans),
+                "last_end_s": max(end for _, end in spans) - since}
 
     def shutdown(self) -> None:
         with self._lock:
