@@ -66,10 +66,7 @@ def run_pool(how, workers, jobs):
     try:
         start = time.perf_counter()
         pool = CompilePool(how, workers)
-        pool.warm_up()
-        if how == "processes":  # wait until every worker has imported Triton
-            from tritonize.runtime.triton_compile import _warm_worker
-            [f.result() for f in [pool._pool().submit(_warm_worker) for _ in range(workers)]]
+        pool.warm_up(wait=True)  # processes: until every worker has imported Triton
         started = time.perf_counter() - start
         handles = [pool.submit(fn, job) for fn, job in jobs]
         errors = 0

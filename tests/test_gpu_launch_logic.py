@@ -408,6 +408,7 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
 
     class Recorder:
         _targets: dict = {}
+        pool = types.SimpleNamespace(warm_up=lambda: calls.append("pool"))
 
         def target(self, index):
             calls.append((index, threading.current_thread().name))
@@ -417,7 +418,7 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
     monkeypatch.setattr(CudaEnvironment, "_shared", None)
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
     CudaEnvironment.start_in_background(1).join(10)
-    assert calls == [(1, "tritonize-cuda-start")]
+    assert calls == ["pool", (1, "tritonize-cuda-start")]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
     assert CudaEnvironment.start_in_background(1) is None
 

@@ -1,5 +1,6 @@
 """Compiling generated kernels for an NVIDIA target without a GPU: Triton compiles to PTX and a
 cubin on any machine, so the compile path, its specialization and the pools run on the CPU."""
+import json
 import os
 import pathlib
 import subprocess
@@ -70,6 +71,7 @@ def test_pools_compile_every_config(triton_cache, how):
     spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
     pool = CompilePool(how, workers=2)
     try:
+        pool.warm_up(wait=True)  # processes: the jobs go to the workers (none is still starting)
         handles = [pool.submit(module.compile_test_kernel, job) for job in jobs_for(module, configs, spec)]
         kernels = [h.result() for h in handles]
     finally:
@@ -160,3 +162,83 @@ def test_prepare_runs_in_the_worker_after_the_compile_and_its_errors_stay_there(
     stats = pool.compile_stats(since=begin)
     assert stats["compiles"] == 2 and 0 < stats["compile_s"] and stats["last_end_s"] >= stats["compile_s"] / 2
     assert pool.compile_stats(since=time.perf_counter())["compiles"] == 0
+
+
+def test_a_worker_process_compiles_into_the_cache_and_reports_errors(triton_cache):
+    from tritonize.runtime.compile_processes import WorkerProcess
+
+    module = load()
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    (job,) = jobs_for(module, candidates(KernelShape("pointwise", 4096), "default", True), spec)
+    worker = WorkerProcess()
+    try:
+        assert worker.ping() is None
+        assert worker.compile(job) is None
+        assert cubin_entries(triton_cache) == 1
+        short = CompileJob(job.module_path, job.kernel_name, ArgSpec(0, (("fp32", True),)), job.blocks,
+                           job.num_warps, job.num_stages, job.target)
+        assert "no argument for parameter in_ptr1" in worker.compile(short)
+    finally:
+        worker.stop()
+    # this process's compile of the same job is the worker's cache entry (no second one)
+    assert compile_config(module.compile_test_kernel, job).metadata.num_warps == job.num_warps
+    assert cubin_entries(triton_cache) == 1
+
+
+def cubin_entries(cache) -> int:
+    return len([d for d in os.listdir(cache) if any(f.endswith(".cubin") for f in os.listdir(cache / d))])
+
+
+WORKER_IMPORTS = """
+import json, sys
+sys.argv = ["compile_worker.py"]
+import runpy
+sys.stdin = open({message!r})
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+finally:
+    print("torch imported:", "torch" in sys.modules, "tritonize.backend" in sys.modules)
+"""
+
+
+def test_the_worker_imports_neither_torch_nor_the_tritonize_package(triton_cache, tmp_path):
+    from tritonize.runtime import compile_worker
+    from tritonize.runtime.compile_processes import job_message
+
+    module = load()
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    (job,) = jobs_for(module, candidates(KernelShape("pointwise", 8192), "default", True), spec)
+    messages = tmp_path / "messages.jsonl"
+    messages.write_text(json.dumps(job_message(job)) + "\n")
+    code = WORKER_IMPORTS.format(message=str(messages), script=compile_worker.__file__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert 'REPLY {"error": null}' in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "torch imported: False False" in result.stdout
+
+
+def test_a_job_that_finds_no_ready_worker_compiles_in_its_thread(triton_cache):
+    class Starting:
+        asked = 0
+
+        def ready(self):
+            return False
+
+        def compile(self, job):
+            Starting.asked += 1
+
+    module = load()
+    spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
+    (job,) = jobs_for(module, candidates(KernelShape("pointwise", 2048), "default", True), spec)
+    pool = CompilePool("processes", workers=1)
+    pool._pool()
+    for worker in pool._all_processes:
+        worker.stop()
+    while not pool._processes.empty():
+        pool._processes.get()
+    pool._processes.put(Starting())
+    try:
+        assert pool.submit(module.compile_test_kernel, job).result().metadata.num_warps == job.num_warps
+    finally:
+        pool.shutdown()
+    assert Starting.asked == 0 and cubin_entries(triton_cache) == 1

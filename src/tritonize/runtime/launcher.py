@@ -119,13 +119,17 @@ class CudaEnvironment:
         """Create the environment and Triton's driver for device `index` on a background thread.
         The driver's first use builds (cold) or loads its C utilities with the system compiler,
         about half a second; started when a graph for this device reaches the backend, it
-        overlaps AOTAutograd's trace instead of holding up the first kernel's load. None when
-        that is done already."""
+        overlaps AOTAutograd's trace instead of holding up the first kernel's load. The compile
+        pool starts too (worker processes take a moment). None when that is done already."""
         shared = cls._shared
         if shared is not None and index in shared._targets:
             return None
-        thread = threading.Thread(target=lambda: cls.shared().target(index), daemon=True,
-                                  name="tritonize-cuda-start")
+        def start():
+            environment = cls.shared()
+            environment.pool.warm_up()  # compile threads, and worker processes if configured
+            environment.target(index)
+
+        thread = threading.Thread(target=start, daemon=True, name="tritonize-cuda-start")
         thread.start()
         return thread
 

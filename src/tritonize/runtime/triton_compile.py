@@ -6,27 +6,32 @@ Triton's `ASTSource` from it and the config's block sizes and calls `triton.comp
 explicit target, so compilation needs no GPU and no Python-level argument binding; Triton's own
 binary cache (TRITON_CACHE_DIR) makes a second compile of the same thing a file read.
 
-`CompilePool` runs compiles concurrently, in one of three ways (TRITONIZE_COMPILE_POOL):
-* "threads" (default): a thread pool in this process. Triton releases the GIL in its C++ passes
-  and runs ptxas as a subprocess, so threads overlap well and start instantly;
-* "processes": spawned worker processes compile and fill Triton's disk cache; this process then
-  compiles the same config again, which is a cache hit. Pays a start-up per worker (importing
-  tritonize, hence torch), and like any spawned worker re-imports the main script, which must
-  keep its work under `if __name__ == "__main__":`;
+`CompilePool` runs compiles concurrently, in one of three ways (TRITONIZE_COMPILE_POOL; the
+default is "processes" on machines with 8 CPUs or more, else "threads"):
+* "threads": a thread pool in this process. Triton releases the GIL in its C++ passes
+  and runs ptxas as a subprocess, but its front end (Python AST to Triton IR) holds it, so
+  threads contend with each other and with whatever else this process does meanwhile;
+* "processes": the same threads, each with a worker process (runtime/compile_processes.py,
+  runtime/compile_worker.py: Triton only, no torch, started in a fraction of a second) that
+  compiles the job into Triton's disk cache first; the thread then compiles it again, a cache
+  hit. The workers start with the pool and live as long as this process;
 * "serial": compile when the result is needed (no pool).
-bench/compile_cache.py --parallel measures the three on the same kernels.
+bench/compile_pool.py measures the three on the same kernels.
 TRITONIZE_COMPILE_WORKERS sets the pool size (default: CPUs, at most 16).
 """
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import importlib.util
 import os
+import queue
 import threading
 import time
 
 import torch
+
+from . import compile_worker
+from .compile_worker import compile_options
 
 _POINTER_TYPES = {
     torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -87,12 +92,7 @@ class CompileJob:
     debug: bool = False  # device asserts compiled in (kernels that check indirect indices)
 
     def options(self) -> dict:
-        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        if self.debug:
-            options.update(debug=True, sanitize_overflow=False)
-        if dict(self.blocks).get("PDL"):  # the kernel waits for the previous grid: launch it early
-            options["launch_pdl"] = True
-        return options
+        return compile_options(self.num_warps, self.num_stages, self.debug, dict(self.blocks))
 
 
 def supports_pdl(target: tuple) -> bool:
@@ -118,74 +118,23 @@ def current_target() -> tuple:
 
 def build_source(jit_fn, job: CompileJob, target):
     """Triton's ASTSource for this specialization and these block sizes."""
-    from triton.compiler import ASTSource, make_backend
-
-    backend = make_backend(target)
-    blocks = dict(job.blocks)
-    signature, constexprs, attrs = {}, {}, {}
-    pointers = iter(job.spec.args)
-    for index, name in enumerate(jit_fn.arg_names):
-        if name in blocks:
-            signature[name] = "constexpr"
-            constexprs[(index,)] = blocks[name]
-            continue
-        try:
-            kind, aligned = next(pointers)
-        except StopIteration:
-            raise TypeError(f"kernel {job.kernel_name}: no argument for parameter {name}") from None
-        signature[name] = "*" + kind
-        attrs[(index,)] = backend.parse_attr("D" if aligned else "")
-    if next(pointers, None) is not None:
-        raise TypeError(f"kernel {job.kernel_name}: more arguments than parameters")
-    return ASTSource(jit_fn, signature, constexprs, attrs)
+    return compile_worker.build_source(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks), target)
 
 
 def compile_config(jit_fn, job: CompileJob):
     """A triton CompiledKernel (not yet loaded on a device)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    target = GPUTarget(*job.target)
-    source = build_source(jit_fn, job, target)
-    return triton.compile(source, target=target, options=job.options())
-
-
-# ----------------------------------------------------------------------------- worker processes
-
-_WORKER_MODULES: dict = {}
-
-
-def _load_in_worker(path: str):
-    if path not in _WORKER_MODULES:
-        spec = importlib.util.spec_from_file_location(f"tritonize_worker_{len(_WORKER_MODULES)}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _WORKER_MODULES[path] = module
-    return _WORKER_MODULES[path]
-
-
-def compile_in_worker(job: CompileJob) -> bool:
-    """Runs in a worker process: compile to fill Triton's cache (the result stays there)."""
-    module = _load_in_worker(job.module_path)
-    compile_config(getattr(module, job.kernel_name), job)
-    return True
-
-
-def _warm_worker() -> bool:
-    import triton  # noqa: F401  (the import is most of a worker's start-up)
-    return True
+    return compile_worker.compile_kernel(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
+                                         job.num_warps, job.num_stages, job.target, job.debug)
 
 
 # ----------------------------------------------------------------------------- the pool
 
 
 class _Deferred:
-    """A result computed by the first caller of result() (serial mode, and the second half of a
-    process-pool compile)."""
+    """A result computed by the first caller of result() (serial mode)."""
 
-    def __init__(self, compute, before=None):
-        self._compute, self._before = compute, before
-        self.background = before  # what progress.wait_all waits on
+    def __init__(self, compute):
+        self._compute = compute
         self._lock = threading.Lock()
         self._done = False
         self._value = self._error = None
@@ -194,8 +143,6 @@ class _Deferred:
         with self._lock:
             if not self._done:
                 try:
-                    if self._before is not None:
-                        self._before.result()
                     self._value = self._compute()
                 except Exception as err:  # kept and re-raised to every caller
                     self._error = err
@@ -214,11 +161,16 @@ def _prepare_quietly(prepare, compiled) -> None:
         logging.getLogger("tritonize.compile").debug("preparing %s failed: %s", compiled, err)
 
 
+PROCESSES_FROM_CPUS = 8  # the default pool is "processes" on machines with this many CPUs
+
+
 def pool_settings() -> tuple[str, int]:
-    how = os.environ.get("TRITONIZE_COMPILE_POOL", "threads").strip().lower()
+    cpus = os.cpu_count() or 1
+    default = "processes" if cpus >= PROCESSES_FROM_CPUS else "threads"
+    how = (os.environ.get("TRITONIZE_COMPILE_POOL") or default).strip().lower()
     if how not in ("threads", "processes", "serial"):
         raise ValueError(f"TRITONIZE_COMPILE_POOL={how!r}: expected threads, processes or serial")
-    workers = int(os.environ.get("TRITONIZE_COMPILE_WORKERS") or min(16, os.cpu_count() or 1))
+    workers = int(os.environ.get("TRITONIZE_COMPILE_WORKERS") or min(16, cpus))
     return how, max(1, workers)
 
 
@@ -226,6 +178,9 @@ class CompilePool:
     def __init__(self, how: str = "threads", workers: int = 4):
         self.how, self.workers = how, workers
         self._executor = None
+        self._processes: queue.SimpleQueue | None = None  # idle WorkerProcesses ("processes")
+        self._all_processes: list = []
+        self._owner = os.getpid()  # a forked child starts its own threads and workers
         self._lock = threading.Lock()
         self.submitted = 0
         self.finished = 0
@@ -234,23 +189,49 @@ class CompilePool:
 
     def _pool(self):
         with self._lock:
+            if self._owner != os.getpid():
+                self._executor, self._processes, self._all_processes = None, None, []
+                self._owner = os.getpid()
             if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self.workers, thread_name_prefix="tritonize-compile")
                 if self.how == "processes":
-                    import multiprocessing
-
-                    self._executor = concurrent.futures.ProcessPoolExecutor(
-                        self.workers, mp_context=multiprocessing.get_context("spawn"))
-                    for _ in range(self.workers):
-                        self._executor.submit(_warm_worker)
-                else:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(
-                        self.workers, thread_name_prefix="tritonize-compile")
+                    self._start_processes()
             return self._executor
 
-    def warm_up(self) -> None:
-        """Start the workers now (processes take a while to start)."""
-        if self.how != "serial":
-            self._pool()
+    def _start_processes(self) -> None:
+        from .compile_processes import WorkerProcess
+
+        self._processes = queue.SimpleQueue()
+        self._all_processes = [WorkerProcess() for _ in range(self.workers)]
+        for worker in self._all_processes:
+            worker.start()
+            self._processes.put(worker)
+
+    def warm_up(self, wait: bool = False) -> None:
+        """Start the pool now; with `wait`, until every worker process has imported Triton."""
+        if self.how == "serial":
+            return
+        self._pool()
+        if wait and self.how == "processes":
+            for worker in list(self._all_processes):
+                worker.ping()
+
+    def _in_a_process(self, job: CompileJob) -> None:
+        """Have an idle, ready worker process compile `job` into Triton's cache (and wait for
+        it); nothing when there is none (compile_processes.py says why)."""
+        try:
+            worker = self._processes.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            problem = worker.compile(job) if worker.ready() else None
+        finally:
+            self._processes.put(worker)
+        if problem is not None:
+            import logging
+
+            logging.getLogger("tritonize.compile").debug("worker process: %s: %s", job.kernel_name, problem)
 
     def submit(self, jit_fn, job: CompileJob, prepare=None):
         """A handle whose result() is the CompiledKernel (or raises the compile error).
@@ -266,7 +247,9 @@ class CompilePool:
         def compile_here():
             start = time.perf_counter()
             try:
-                compiled = compile_config(jit_fn, job)
+                if self.how == "processes":
+                    self._in_a_process(job)
+                compiled = compile_config(jit_fn, job)  # after a worker process: a cache hit
                 if prepare is not None:
                     _prepare_quietly(prepare, compiled)
                 return compiled
@@ -277,8 +260,6 @@ class CompilePool:
 
         if self.how == "serial":
             return _Deferred(compile_here)
-        if self.how == "processes":
-            return _Deferred(compile_here, before=self._pool().submit(compile_in_worker, job))
         return self._pool().submit(compile_here)
 
     def compile_stats(self, since: float = 0.0) -> dict:
@@ -294,8 +275,11 @@ class CompilePool:
     def shutdown(self) -> None:
         with self._lock:
             executor, self._executor = self._executor, None
+            processes, self._all_processes, self._processes = self._all_processes, [], None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        for worker in processes:
+            worker.stop()
 
 
 _SHARED: dict = {}
