@@ -242,3 +242,23 @@ def test_a_job_that_finds_no_ready_worker_compiles_in_its_thread(triton_cache):
     finally:
         pool.shutdown()
     assert Starting.asked == 0 and cubin_entries(triton_cache) == 1
+
+
+def test_triton_hashes_its_installation_on_one_thread_at_a_time(monkeypatch):
+    from tritonize.runtime import compile_worker, triton_compile
+
+    inside, most = [0], [0]
+
+    def slow_hash():
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        inside[0] -= 1
+
+    monkeypatch.setattr(compile_worker, "hash_triton_installation", slow_hash)
+    threads = [threading.Thread(target=triton_compile.hash_triton_installation) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1

@@ -11,7 +11,7 @@ Protocol (runtime/compile_processes.py is the other side): one JSON object a lin
 either {"ping": true} or a job {"module_path", "kernel_name", "args": [[kind, aligned], ...],
 "blocks": [[name, value], ...], "num_warps", "num_stages", "target": [backend, arch, warp_size],
 "debug"}; for each, one line `REPLY {"error": null or "why"}` on stdout, after a first line
-`READY` once Triton is imported. The worker compiles into
+`READY` once Triton is imported and has hashed its installation. The worker compiles into
 Triton's disk cache (TRITON_CACHE_DIR, inherited); the requesting process then compiles the same
 job itself, which is a cache hit. End of input ends the worker.
 """
@@ -106,10 +106,21 @@ def handle(message: dict, loaded: dict) -> str | None:
     return None
 
 
-def serve(stdin, stdout) -> None:
-    import triton  # noqa: F401  (before the first job)
+def hash_triton_installation() -> None:
+    """Triton's cache keys start with a hash of its own installation (compiler sources and the
+    libtriton library, hundreds of MB), computed on the first key of a process and then kept
+    (functools.lru_cache, which lets concurrent first callers each compute it). Compute it once,
+    now; nothing if this Triton has no such function."""
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        return
+    triton_key()
 
-    stdout.write(READY + "\n")  # Triton is imported: jobs now take compile time only
+
+def serve(stdin, stdout) -> None:
+    hash_triton_installation()  # before the first job (and before READY)
+    stdout.write(READY + "\n")  # jobs now take compile time only
     stdout.flush()
     loaded: dict = {}
     for line in stdin:

@@ -120,14 +120,18 @@ class CudaEnvironment:
         The driver's first use builds (cold) or loads its C utilities with the system compiler,
         about half a second; started when a graph for this device reaches the backend, it
         overlaps AOTAutograd's trace instead of holding up the first kernel's load. The compile
-        pool starts too (worker processes take a moment). None when that is done already."""
+        pool starts too (worker processes take a moment), and Triton hashes its installation
+        (the first step of every compile, about a second). None when that is done already."""
         shared = cls._shared
         if shared is not None and index in shared._targets:
             return None
         def start():
+            from .triton_compile import hash_triton_installation
+
             environment = cls.shared()
             environment.pool.warm_up()  # compile threads, and worker processes if configured
             environment.target(index)
+            hash_triton_installation()  # each compile's first step: done once, meanwhile
 
         thread = threading.Thread(target=start, daemon=True, name="tritonize-cuda-start")
         thread.start()

@@ -121,6 +121,16 @@ def build_source(jit_fn, job: CompileJob, target):
     return compile_worker.build_source(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks), target)
 
 
+_TRITON_HASH_LOCK = threading.Lock()
+
+
+def hash_triton_installation() -> None:
+    """compile_worker.hash_triton_installation, by one thread at a time: the first caller
+    computes it (about a second), the others wait for it instead of computing it too."""
+    with _TRITON_HASH_LOCK:
+        compile_worker.hash_triton_installation()
+
+
 def compile_config(jit_fn, job: CompileJob):
     """A triton CompiledKernel (not yet loaded on a device)."""
     return compile_worker.compile_kernel(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
@@ -247,6 +257,7 @@ class CompilePool:
         def compile_here():
             start = time.perf_counter()
             try:
+                hash_triton_installation()
                 if self.how == "processes":
                     self._in_a_process(job)
                 compiled = compile_config(jit_fn, job)  # after a worker process: a cache hit
