@@ -9,8 +9,9 @@ it without Dynamo's bytecode trace (seconds for a large model) and without compi
 
 Both are thin layers over torch's own API, which they call as documented in torch 2.11 and 2.13:
 `torch.compile(fn, fullgraph=True, backend=...).aot_compile(((args), {kwargs}))` returns an
-AOTCompiledFunction, `.save_compiled_function(path)` writes it, and
-`torch.compiler.load_compiled_function(file)` reads it back. The file is torch's; Dynamo's guards,
+AOTCompiledFunction (torch 2.11 needs torch._dynamo.config.enable_aot_compile, set here), its
+serialized bytes are what `.save_compiled_function(path)` writes (written atomically here), and
+`torch.compiler.load_compiled_function(file)` reads them back. The file is torch's; Dynamo's guards,
 its transformed bytecode and the check of torch/Python/GPU versions are torch's. A module's
 weights are not in the file: its forward is saved with the module as its first argument, and the
 loaded function reads the weights of the module it is given (a module built the same way).
@@ -42,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import pathlib
 
 import torch
 
@@ -89,8 +91,15 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
             raise RuntimeError(f"tritonize.precompile needs torch's aot_compile (torch {torch.__version__} has none)")
         aot_fn = compiled.aot_compile((args, dict(example_kwargs or {})))
     if path is not None:
-        aot_fn.save_compiled_function(str(path))
+        save(aot_fn, path)
     return functools.partial(aot_fn, module) if module is not None else aot_fn
+
+
+def save(aot_fn, path) -> None:
+    """What aot_fn.save_compiled_function(path) writes, written atomically (torch 2.11's opens
+    the file before serializing: a failure left a truncated file behind)."""
+    data = type(aot_fn).serialize(aot_fn).serialized_data
+    disk_cache.write_atomic(pathlib.Path(path), data)
 
 
 def _check_no_hooks(module: torch.nn.Module) -> None:
