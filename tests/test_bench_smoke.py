@@ -149,6 +149,17 @@ def test_compile_cache_bench_runs_on_cpu():
     assert "fails" not in rows[0], result.stdout
 
 
+def test_precompile_start_bench_runs_on_cpu():
+    """Five processes for the MLP: cold, warm, save, and the two loads, which Dynamo never traces."""
+    command = [sys.executable, os.path.join(REPO, "bench", "precompile_start.py"), "--device", "cpu", "--small",
+               "--models", "mlp"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "src")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("mlp ")]
+    assert len(rows) == 1 and rows[0][-1] == "1/1/1/0/0" and "-" not in rows[0][1:10], result.stdout
+
+
 def test_compile_pool_bench_runs_on_cpu():
     """Triton compiles for sm_90 without a GPU: every pool compiles both kernels without errors."""
     command = [sys.executable, os.path.join(REPO, "bench", "compile_pool.py"), "--kernels", "2", "--workers", "2",

@@ -6,6 +6,8 @@
     outputs, report = tritonize.run_and_explain(fn, *args)
     tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
     tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
+    tritonize.precompile(model, (x,), path)           # AOT precompile, saved (precompiled.py)
+    fn = tritonize.load_precompiled(path, model)      # another process: no Dynamo trace, no compile
 """
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import torch
 from . import config
 from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
-from .errors import CompileError
+from .errors import CompileError, PrecompiledArtifactError
+from .precompiled import load_precompiled, precompile
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
 __all__ = ["compile", "explain", "run_and_explain", "config", "Options", "CompileError", "Report",
-           "wrap_triton", "mutated_arguments", "read_arguments", "analyze_kernel"]
+           "wrap_triton", "mutated_arguments", "read_arguments", "analyze_kernel", "precompile",
+           "load_precompiled", "PrecompiledArtifactError"]
 
 
 def compile(model_or_fn, mode: str = "default", dynamic=None, options: dict | None = None):

@@ -4,7 +4,10 @@ and a backward graph when training), and each aten graph goes through pipeline.c
 (by way of graph_cache.compile_graph_cached, which may find it compiled on disk).
 
 Before all that, dynamo_cache looks Dynamo's graph up: a hit (an inference graph stored by an
-earlier process) skips AOTAutograd too and runs the stored graph directly."""
+earlier process) skips AOTAutograd too and runs the stored graph directly. An inference graph
+whose AOTAutograd calling convention is trivial gets the same runner on a miss
+(dynamo_cache.CachedInference): it is what torch's AOT precompile needs (a SerializableCallable;
+precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +15,7 @@ import itertools
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import dynamo_cache
+from . import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
 from .graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
@@ -52,11 +55,18 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         if recorder is not None:
             recorder.append("graph")
         start_gpu_runtime(example_inputs)
+        precompiling = precompiled.under_aot_compile()
+        if precompiling:
+            precompiled.check_inference_graph(gm, example_inputs)
+        with precompiled.plain_aot_autograd(precompiling):
+            return compile_dynamo_graph(gm, example_inputs, precompiling)
+
+    def compile_dynamo_graph(gm, example_inputs, precompiling: bool):
         key, hit = dynamo_cache.lookup(gm, example_inputs, options)
         if hit is not None:
             record(hit.compiled, "inference")
             return hit
-        pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options) if key is not None else None
+        pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options)
         contiguous_attention_masks(gm)
         compiled_fn = aot_module_simplified(
             gm, example_inputs,
@@ -66,8 +76,13 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             decompositions=decomposition_table(),
             keep_inference_input_mutations=False,
         )
-        if pending is not None:
-            pending.finish()
+        compiled, problem = pending.finish()
+        problem = problem or graph_cache.unstorable_reason(compiled)
+        if problem is None:  # the runner a warm process gets; torch's aot_compile can save it
+            return dynamo_cache.CachedInference(compiled, pending.disable_autocast,
+                                                dynamo_cache.gpu_identity(example_inputs))
+        if precompiling:
+            raise precompiled.cannot_precompile(gm, problem)
         return compiled_fn
 
     return backend

@@ -32,7 +32,10 @@ lifted or deduplicated inputs, no synthetic bases). Anything not proven so is no
 
 A hit (`CachedInference`) runs the graph as AOTAutograd's runtime wrapper runs an inference graph:
 boxed arguments, grad mode off, autocast off when it was on at trace time (the trace applied it),
-outputs as a list. Entries go through runtime/disk_cache.py like every other entry (checksummed,
+outputs as a list. The backend returns the same runner on a miss for a graph with a trivial
+convention (`PendingEntry.finish` says whether it has one, keyed or not), so a cold and a warm
+process run a graph alike, and torch's AOT precompile can save it (a SerializableCallable whose
+bytes precompiled.py defines). Entries go through runtime/disk_cache.py like every other entry (checksummed,
 written atomically; a damaged entry is a miss and is rewritten); TRITONIZE_CACHE=0 or a debug
 directory turn this cache off with the graph cache, TRITONIZE_DYNAMO_CACHE=0 this cache alone.
 """
@@ -50,6 +53,11 @@ import torch
 from . import graph_cache
 from .pipeline import CompiledGraph
 from .runtime import disk_cache
+
+try:
+    from torch._dynamo.aot_compile_types import SerializableCallable
+except ImportError:  # a torch without AOT precompile: nothing asks for it
+    SerializableCallable = object
 
 log = logging.getLogger("tritonize.cache")
 
@@ -222,10 +230,16 @@ def global_state(example_inputs) -> dict:
         "backends": _backend_flags(),
         "functorch": _functorch_config(),
     }
-    devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda})
-    if devices:
-        state["gpus"] = [[d, torch.cuda.get_device_name(d), list(torch.cuda.get_device_capability(d))] for d in devices]
+    gpus = gpu_identity(example_inputs)
+    if gpus:
+        state["gpus"] = gpus
     return state
+
+
+def gpu_identity(example_inputs) -> list:
+    """[device, name, capability] of each GPU the inputs are on (the generated code is for it)."""
+    devices = sorted({str(x.device) for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda})
+    return [[d, torch.cuda.get_device_name(d), list(torch.cuda.get_device_capability(d))] for d in devices]
 
 
 def _backend_flags() -> list:
@@ -329,12 +343,30 @@ def _identity(entries) -> bool:
 # ----------------------------------------------------------------------------- entries
 
 
-class CachedInference:
-    """What Dynamo gets on a hit: calls the stored graph as AOTAutograd runs an inference graph."""
+class CachedInference(SerializableCallable):
+    """What Dynamo gets for an inference graph with a trivial convention (a hit, or a miss that
+    AOTAutograd just compiled): calls the graph as AOTAutograd runs an inference graph.
 
-    def __init__(self, compiled: CompiledGraph, disable_autocast: bool):
+    It is also torch's SerializableCallable, which AOT precompile (torch._dynamo.aot_compile)
+    requires: `gpus` ([device, name, capability] per GPU of its inputs) goes into the artifact,
+    whose format is precompiled.py's. Being one costs the call path nothing."""
+
+    def __init__(self, compiled: CompiledGraph, disable_autocast: bool, gpus: list | None = None):
         self.compiled = compiled
         self.disable_autocast = disable_autocast
+        self.gpus = gpus or []
+
+    @classmethod
+    def serialize_compile_artifacts(cls, fn: "CachedInference") -> bytes:
+        from . import precompiled
+
+        return precompiled.dump_inference(fn)
+
+    @classmethod
+    def deserialize_compile_artifacts(cls, data: bytes) -> "CachedInference":
+        from . import precompiled
+
+        return precompiled.load_inference(data)
 
     @property
     def artifacts(self):
@@ -364,16 +396,18 @@ def lookup(gm: torch.fx.GraphModule, example_inputs, options) -> tuple[str | Non
     if key is None:
         STATS["uncached"] += 1
         return None, None
-    hit = load(key, options)
+    hit = load(key, options, gpu_identity(example_inputs))
     STATS["hit" if hit is not None else "miss"] += 1
     log.debug("tritonize cache: Dynamo graph is a %s (%s)", "hit" if hit is not None else "miss", key)
     return key, hit
 
 
 class PendingEntry:
-    """On a miss: watches AOTAutograd compile the graph, then stores the entry if it may."""
+    """Watches AOTAutograd compile Dynamo's graph; then says whether the result is one inference
+    graph with a trivial calling convention (what CachedInference runs), and stores the entry
+    when the graph has a key and may be stored."""
 
-    def __init__(self, key: str, gm: torch.fx.GraphModule, example_inputs, options):
+    def __init__(self, key: str | None, gm: torch.fx.GraphModule, example_inputs, options):
         self.key, self.options = key, options
         self.inputs = list(example_inputs)
         self.num_outputs = len(_graph_outputs(gm))
@@ -385,22 +419,29 @@ class PendingEntry:
         problem = trivial_convention(aten_gm, aten_inputs, self.inputs, self.num_outputs)
         self.offers.append((compiled, problem))
 
-    def finish(self) -> None:
+    def finish(self) -> tuple[CompiledGraph | None, str | None]:
+        """(compiled, None) for one inference graph with a trivial convention, else (compiled or
+        None, why not). Stores the entry when there is a key and the graph is in the graph cache."""
         self.inputs = []
+        compiled = None
         if len(self.offers) != 1:
             problem = "not an inference graph" if not self.offers else "several inference graphs"
         else:
             compiled, problem = self.offers[0]
-            if problem is None and compiled.cache_key is None:
-                problem = "its aten graph is not in the graph cache"
-        if problem is None and store(self.key, self.options, compiled, self.disable_autocast):
+        if self.key is None:
+            return compiled, problem
+        not_stored = problem
+        if not_stored is None and compiled.cache_key is None:
+            not_stored = "its aten graph is not in the graph cache"
+        if not_stored is None and store(self.key, self.options, compiled, self.disable_autocast):
             STATS["store"] += 1
-            return
-        STATS["not_stored"] += 1
-        log.debug("tritonize cache: Dynamo graph %s not stored: %s", self.key, problem or "the disk refused")
+        else:
+            STATS["not_stored"] += 1
+            log.debug("tritonize cache: Dynamo graph %s not stored: %s", self.key, not_stored or "the disk refused")
+        return compiled, problem
 
 
-def load(key: str, options) -> CachedInference | None:
+def load(key: str, options, gpus: list | None = None) -> CachedInference | None:
     """The hit for this key, or None (a miss: no entry, a damaged one, or its graph is gone)."""
     directory = cache_dir(options)
     if directory is None:
@@ -422,7 +463,7 @@ def load(key: str, options) -> CachedInference | None:
     if compiled is None:
         log.debug("tritonize cache: Dynamo entry %s names graph %s, which did not load", path, graph_key)
         return None
-    return CachedInference(compiled, disable_autocast)
+    return CachedInference(compiled, disable_autocast, gpus)
 
 
 def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool) -> bool:

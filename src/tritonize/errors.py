@@ -11,7 +11,7 @@ class CompileError(RuntimeError):
         self.stage = stage
         self.node_name = getattr(node, "name", None)
         self.target = str(getattr(node, "target", "")) if node is not None else None
-        self.source_line = _user_source_line(node)
+        self.source_line = user_source_line(node)
         self.kernel = kernel
         parts = [f"tritonize {stage} failed: {message}"]
         if node is not None:
@@ -23,11 +23,19 @@ class CompileError(RuntimeError):
         super().__init__("\n".join(parts))
 
 
+class PrecompiledArtifactError(RuntimeError):
+    """A precompiled function (tritonize.precompile) that cannot be used here: damaged, of
+    another format, made with other versions or for another GPU. The message names the cause."""
+
+    def __init__(self, message: str):
+        super().__init__(f"tritonize: precompiled function not usable: {message}")
+
+
 class Unsupported(Exception):
     """A lowering declines these particular arguments: the op runs through aten instead."""
 
 
-def _user_source_line(node) -> str | None:
+def user_source_line(node) -> str | None:
     if node is None:
         return None
     trace = node.meta.get("stack_trace") if hasattr(node, "meta") else None

@@ -57,8 +57,8 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
         return hit
     STATS["miss"] += 1
     compiled = compile_graph(gm, example_inputs, options, graph_id)
-    if compiled.artifacts.eager_reason is None and compiled.artifacts.wrapper:
-        payload = _serialize(compiled)
+    if unstorable_reason(compiled) is None:
+        payload = serialize_graph(compiled)
         if payload is not None and disk_cache.write_entry(path, payload):
             STATS["store"] += 1
             compiled.cache_key = key
@@ -150,7 +150,21 @@ def real_tensors():
 # ----------------------------------------------------------------------------- entries
 
 
-def _serialize(compiled: CompiledGraph) -> bytes | None:
+def unstorable_reason(compiled: CompiledGraph) -> str | None:
+    """Why serialize_graph cannot describe this graph completely, or None when it can."""
+    if compiled.artifacts.eager_reason is not None:
+        return f"it runs through aten ({compiled.artifacts.eager_reason})"
+    if not compiled.artifacts.wrapper:
+        return "it has no generated wrapper"
+    for name, value in compiled.constants.items():
+        if type(value) is not torch.Tensor:  # a user kernel's launcher, an odd argument
+            return f"its constant {name} is a {type(value).__name__}, which has no stored form"
+    return None
+
+
+def serialize_graph(compiled: CompiledGraph) -> bytes | None:
+    """The graph as bytes (JSON: wrapper source with its kernels, constants, report data), or
+    None when it has no stored form (unstorable_reason says why, for most graphs)."""
     art = compiled.artifacts
     try:
         with real_tensors():
@@ -204,19 +218,24 @@ def _load(path) -> CompiledGraph | None:
     if payload is None:
         return None
     try:
-        entry = json.loads(payload)
-        with real_tensors():
-            constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
-        artifacts = GraphArtifacts(
-            [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
-            [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
-            clones=[tuple(c) for c in entry["clones"]])
-        module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
-        module.CONSTANTS.update(constants)
-        strides = entry["output_strides"]
-        if strides is not None:
-            strides = [None if s is None else tuple(s) for s in strides]
-        return CompiledGraph(module.call, artifacts, constants, strides)
+        return load_graph(payload)
     except Exception as err:  # never crash on a cache entry: recompile instead
         log.debug("tritonize cache: ignoring graph entry %s: %s: %s", path, type(err).__name__, err)
         return None
+
+
+def load_graph(payload: bytes) -> CompiledGraph:
+    """The graph serialize_graph described, its wrapper imported; raises on a malformed payload."""
+    entry = json.loads(payload)
+    with real_tensors():
+        constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
+    artifacts = GraphArtifacts(
+        [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
+        [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
+        clones=[tuple(c) for c in entry["clones"]])
+    module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
+    module.CONSTANTS.update(constants)
+    strides = entry["output_strides"]
+    if strides is not None:
+        strides = [None if s is None else tuple(s) for s in strides]
+    return CompiledGraph(module.call, artifacts, constants, strides)

@@ -135,12 +135,14 @@ def module_dir() -> pathlib.Path:
 # ----------------------------------------------------------------------------- entries
 
 
-def _frame(payload: bytes) -> bytes:
+def frame(payload: bytes) -> bytes:
+    """The payload behind a header line: magic, length and SHA-256 (see the module docstring)."""
     digest = hashlib.sha256(payload).hexdigest().encode()
     return MAGIC + b" " + str(len(payload)).encode() + b" " + digest + b"\n" + payload
 
 
-def _unframe(data: bytes) -> bytes:
+def unframe(data: bytes) -> bytes:
+    """The payload of framed data; ValueError naming what is wrong (header, length, checksum)."""
     header, sep, payload = data.partition(b"\n")
     parts = header.split(b" ")
     if not sep or len(parts) != 3 or parts[0] != MAGIC:
@@ -175,7 +177,7 @@ def read_entry(path: pathlib.Path) -> bytes | None:
         log.debug("tritonize cache: cannot read %s: %s", path, err)
         return None
     try:
-        return _unframe(data)
+        return unframe(data)
     except ValueError as err:
         log.debug("tritonize cache: ignoring damaged entry %s (%s); it will be rewritten", path, err)
         return None
@@ -184,7 +186,7 @@ def read_entry(path: pathlib.Path) -> bytes | None:
 def write_entry(path: pathlib.Path, payload: bytes) -> bool:
     """Store an entry; False (logged at debug) when the disk refuses."""
     try:
-        write_atomic(path, _frame(payload))
+        write_atomic(path, frame(payload))
         return True
     except OSError as err:
         log.debug("tritonize cache: cannot write %s: %s", path, err)
