@@ -158,9 +158,10 @@ def test_prepare_runs_in_the_worker_after_the_compile_and_its_errors_stay_there(
         pool.shutdown()
     assert prepared == [first.metadata.num_warps] and second.metadata.num_warps == first.metadata.num_warps
     assert threads[0].startswith("tritonize-compile") == (how == "threads")
-    begin = min(start for start, _ in pool.spans)
-    stats = pool.compile_stats(since=begin)
+    begin = min(start for start, _, _ in pool.spans)
+    stats = pool.compile_stats(since=begin, slowest=1)
     assert stats["compiles"] == 2 and 0 < stats["compile_s"] and stats["last_end_s"] >= stats["compile_s"] / 2
+    assert [name for name, _, _ in stats["slowest"]] == ["compile_test_kernel"]
     assert pool.compile_stats(since=time.perf_counter())["compiles"] == 0
 
 

@@ -194,8 +194,8 @@ class CompilePool:
         self._lock = threading.Lock()
         self.submitted = 0
         self.finished = 0
-        # (start, end) of each compile on time.perf_counter's clock, for compile-time reports.
-        self.spans: list[tuple[float, float]] = []
+        # (start, end, kernel name) of each compile on time.perf_counter's clock, for reports.
+        self.spans: list[tuple[float, float, str]] = []
 
     def _pool(self):
         with self._lock:
@@ -267,21 +267,24 @@ class CompilePool:
             finally:
                 with self._lock:
                     self.finished += 1
-                    self.spans.append((start, time.perf_counter()))
+                    self.spans.append((start, time.perf_counter(), job.kernel_name))
 
         if self.how == "serial":
             return _Deferred(compile_here)
         return self._pool().submit(compile_here)
 
-    def compile_stats(self, since: float = 0.0) -> dict:
+    def compile_stats(self, since: float = 0.0, slowest: int = 5) -> dict:
         """Compiles that started at or after `since` (time.perf_counter): how many, their summed
-        seconds, and the seconds from `since` to the last one's end."""
+        seconds, the seconds from `since` to the last one's end, and the `slowest` ones as
+        [kernel name, started at (s after since), seconds]."""
         with self._lock:
             spans = [s for s in self.spans if s[0] >= since]
         if not spans:
-            return {"compiles": 0, "compile_s": 0.0, "last_end_s": 0.0}
-        return {"compiles": len(spans), "compile_s": sum(end - start for start, end in spans),
-                "last_end_s": max(end for _, end in spans) - since}
+            return {"compiles": 0, "compile_s": 0.0, "last_end_s": 0.0, "slowest": []}
+        longest = sorted(spans, key=lambda s: s[0] - s[1])[:slowest]
+        return {"compiles": len(spans), "compile_s": sum(end - start for start, end, _ in spans),
+                "last_end_s": max(end for _, end, _ in spans) - since,
+                "slowest": [[name, round(start - since, 3), round(end - start, 3)] for start, end, name in longest]}
 
     def shutdown(self) -> None:
         with self._lock:
