@@ -193,3 +193,20 @@ def test_reduction_configs(kind, x, r, hint, on_gpu, blocks, warps):
 def test_codegen_hints(fn, hint):
     report = tritonize.explain(fn, torch.randn(64, 64))
     assert f"hint={hint!r}" in report.wrapper, report.wrapper
+
+
+def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
+    from tritonize.runtime.heuristics import uses_heavy_math
+
+    rotary = "    tmp17 = tl.cos(tmp16)\n    tmp26 = tl.sin(tmp16)\n"
+    assert uses_heavy_math(rotary) and uses_heavy_math("x = libdevice.tan(y)")
+    assert not uses_heavy_math("x = tl.exp(y) + libdevice.tanh(z)  # cosine, sinus")
+    heavy = KernelShape("pointwise", 524288, heavy_math=True)
+    pick = candidates(heavy, "default", on_gpu=True)[0]
+    assert (pick.blocks["XBLOCK"], pick.num_warps) == (512, 4)
+    plain = candidates(KernelShape("pointwise", 524288), "default", on_gpu=True)[0]
+    assert (plain.blocks["XBLOCK"], plain.num_warps) == (2048, 4)
+    assert candidates(heavy, "default", on_gpu=False)[0].blocks == candidates(
+        KernelShape("pointwise", 524288), "default", on_gpu=False)[0].blocks
+    small = candidates(KernelShape("pointwise", 300, heavy_math=True), "default", on_gpu=True)[0]
+    assert small.blocks["XBLOCK"] == 512 and small.num_warps == 4

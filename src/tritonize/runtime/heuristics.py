@@ -25,6 +25,7 @@ bigger blocks mean fewer interpreted programs.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import triton
 
@@ -59,6 +60,7 @@ class KernelShape:
     ynumel: int = 1
     rnumel: int = 1
     hint: str | None = None  # reductions: "inner" (rows contiguous), "outer" (rows strided)
+    heavy_math: bool = False  # the kernel calls trigonometric functions (see uses_heavy_math)
 
     def __post_init__(self):
         if self.hint == "":  # codegen writes hint="" for kernels without one
@@ -170,7 +172,7 @@ def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
 def first_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
     outer = shape.hint == "outer"
     if shape.kind == "pointwise":
-        config = pointwise_config(shape.xnumel, shape.ynumel, on_gpu)
+        config = pointwise_config(shape.xnumel, shape.ynumel, on_gpu, shape.heavy_math)
     elif shape.kind in ("persistent_reduction", "scan"):
         config = persistent_reduction_config(shape.xnumel, shape.rnumel, on_gpu, outer)
     elif shape.kind == "reduction":
@@ -180,19 +182,33 @@ def first_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
     return make_config(shape, clamp(shape, config.blocks), config.num_warps)
 
 
-def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool) -> LaunchConfig:
+HEAVY_MATH = re.compile(r"\b(?:tl|libdevice)\.(?:sin|cos|tan|sincos|sinpi|cospi|tanpi)\(")
+HEAVY_MATH_XBLOCK = 512  # with 4 warps: 4 elements a thread
+
+
+def uses_heavy_math(source: str) -> bool:
+    """Whether a kernel's source calls sin, cos or tan. Their precise forms are long inline code
+    (range reduction for large arguments), repeated for every element a thread holds: a rotary
+    embedding kernel with 16 elements a thread (XBLOCK=2048, 4 warps) took 4.8 s to compile on
+    the GPU host, ten times a plain kernel of its size."""
+    return HEAVY_MATH.search(source) is not None
+
+
+def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool, heavy_math: bool = False) -> LaunchConfig:
     """Measured on an H100 (bench/pointwise_configs.py, docs/benchmarks.md): 1-D kernels peak at
     XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 128x128, 4 warps.
-    On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
+    Kernels with heavy math (uses_heavy_math) hold 4 elements a thread instead of 16: the code
+    is repeated per element, and these kernels are bound by compute and compile time, not by
+    bandwidth. On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
     if ynumel > 1:
         ylimit, xlimit = 128, 128
         xblock = min(xlimit, triton.next_power_of_2(xnumel))
         yblock = min(ylimit, triton.next_power_of_2(ynumel))
         grid = (triton.cdiv(xnumel, xblock) * triton.cdiv(ynumel, yblock),)
         return LaunchConfig({"YBLOCK": yblock, "XBLOCK": xblock}, 4, grid)
-    limit = 2048 if on_gpu else MAX_BLOCK_1D
+    limit = (HEAVY_MATH_XBLOCK if heavy_math else 2048) if on_gpu else MAX_BLOCK_1D
     xblock = min(limit, triton.next_power_of_2(xnumel))
-    num_warps = 4 if xblock >= 1024 else (2 if xblock >= 256 else 1)
+    num_warps = 4 if xblock >= 1024 or (heavy_math and xblock >= 512) else (2 if xblock >= 256 else 1)
     return LaunchConfig({"XBLOCK": xblock}, num_warps, (triton.cdiv(xnumel, xblock),))
 
 

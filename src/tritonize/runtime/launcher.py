@@ -27,7 +27,7 @@ from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
-from .heuristics import DeviceInfo, KernelShape, candidates
+from .heuristics import DeviceInfo, KernelShape, candidates, uses_heavy_math
 from .interpreter_checks import IndexOutOfBoundsError
 from .loader import load_source_module
 from .progress import wait_all
@@ -356,7 +356,7 @@ def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int,
     start at import."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
-    shape = KernelShape(kind, xnumel, ynumel, rnumel, hint)
+    shape = KernelShape(kind, xnumel, ynumel, rnumel, hint, heavy_math=uses_heavy_math(source))
     fn = getattr(module, name)
     if not on_gpu:
         return InterpretedKernel(fn, name, shape)
