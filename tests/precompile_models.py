@@ -1,5 +1,5 @@
-"""Small models for the precompile tests, built the same way (seed 0) in the test process and in
-the fresh processes that load what it saved."""
+"""Small models for the precompile and Dynamo-cache tests, built the same way (seed 0) in the test
+process and in the fresh processes that load what it saved."""
 import torch
 import torch.nn as nn
 

@@ -44,34 +44,10 @@ tritonize.backend.aot_module_simplified = lambda *a, **k: aot_calls.append(1) or
 time_many = launcher.CudaEnvironment.time_many  # GPU autotuning (never called on the CPU)
 launcher.CudaEnvironment.time_many = lambda self, launches: timings.append(1) or time_many(self, launches)
 
-class Attention(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-    def forward(self, x):
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
-        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-        return self.proj((weights @ v).transpose(1, 2).reshape(b, s, d))
-
-class Block(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.ln1, self.attn, self.ln2 = nn.LayerNorm(dim), Attention(dim, 2), nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(approximate="tanh"), nn.Linear(2 * dim, dim))
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+import precompile_models  # tests/: the same small models as the precompile tests
 
 name, device = sys.argv[1], sys.argv[2]
-torch.manual_seed(0)
-if name == "mlp":
-    model, x = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)), torch.randn(4, 16)
-else:
-    model, x = Block(16), torch.randn(2, 6, 16)
-model, x = model.to(device), x.to(device)
+model, x = precompile_models.build(name, device)
 with torch.no_grad():
     expected = model(x)
     out = torch.compile(model, backend="tritonize")(x)
@@ -83,7 +59,8 @@ print("RESULT " + json.dumps({"dynamo": dict(dynamo_cache.STATS), "graph": dict(
 
 
 def run_process(cache, *args) -> dict:
-    env = dict(os.environ, PYTHONPATH=SRC, TRITONIZE_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, str(pathlib.Path(__file__).parent)]),
+               TRITONIZE_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
     env.pop("TRITONIZE_CACHE", None)
     result = subprocess.run([sys.executable, "-c", PROCESS_SCRIPT, *args], capture_output=True, text=True,
                             timeout=300, env=env)
