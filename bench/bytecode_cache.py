@@ -37,11 +37,23 @@ def enable() -> str | None:
     if where is None:
         return None
     os.makedirs(where, mode=0o700, exist_ok=True)
+    if not private_directory(where):
+        print(f"bytecode cache: {where} is not a private directory of this user; not used", file=sys.stderr)
+        return None
     sys.pycache_prefix = where
     sys.dont_write_bytecode = False
     os.environ["PYTHONPYCACHEPREFIX"] = where
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     return where
+
+
+def private_directory(path: str) -> bool:
+    """A real directory (not a link) owned by this user that nobody else can write to: Python
+    runs the bytecode it finds there."""
+    import stat
+
+    info = os.lstat(path)
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o022 == 0
 
 
 def package_dirs(names=PACKAGES) -> list[str]:
@@ -61,7 +73,7 @@ def prime(timeout_s: float = 600) -> float:
     """Compile the packages' modules into the cache (already cached ones are skipped); the
     seconds it took. A failure here only makes later imports slower, so it is not raised."""
     where = directory()
-    if where is None:
+    if where is None or not os.path.isdir(where) or not private_directory(where):
         return 0.0
     import time
 

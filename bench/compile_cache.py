@@ -34,7 +34,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bytecode_cache  # noqa: E402
 
-bytecode_cache.enable()  # before torch is imported: bench/bytecode_cache.py says why
+if __name__ == "__main__":
+    bytecode_cache.enable()  # before torch is imported: bench/bytecode_cache.py says why
 
 import torch  # noqa: E402
 

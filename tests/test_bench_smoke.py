@@ -233,3 +233,21 @@ def test_training_accuracy_falls_back_to_the_fp32_gradients():
     assert models.accuracy("training", as_step(eager), as_step(eager), reference) == "ok grad_cos=1.0000"
     assert not calls  # agreeing with eager needs no fp32 step
     assert models.accuracy("inference", near(0.8), eager).startswith("MISMATCH cos=")
+
+
+def test_the_bytecode_cache_is_used_only_from_a_private_directory(tmp_path, monkeypatch):
+    """Python runs the bytecode it finds there: a directory others can write to is refused."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import bytecode_cache
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert not bytecode_cache.private_directory(str(shared))
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    assert bytecode_cache.private_directory(str(mine))
+    monkeypatch.setenv("BENCH_PYCACHE", str(shared))
+    monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
+    assert bytecode_cache.enable() is None and sys.pycache_prefix != str(shared)
+    assert bytecode_cache.prime() == 0.0

@@ -416,11 +416,28 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
 
     recorder = Recorder()
     monkeypatch.setattr(CudaEnvironment, "_shared", None)
+    monkeypatch.setattr(CudaEnvironment, "_started", set())
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
     CudaEnvironment.start_in_background(1).join(10)
     assert calls == ["pool", (1, "tritonize-cuda-start")]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
     assert CudaEnvironment.start_in_background(1) is None
+
+
+def test_a_failing_gpu_runtime_start_is_quiet_and_not_repeated(monkeypatch):
+    def broken(cls):
+        calls.append(1)
+        raise RuntimeError("no driver")
+
+    calls = []
+    monkeypatch.setattr(CudaEnvironment, "_shared", None)
+    monkeypatch.setattr(CudaEnvironment, "_started", set())
+    monkeypatch.setattr(CudaEnvironment, "shared", classmethod(broken))
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args))
+    CudaEnvironment.start_in_background(0).join(10)
+    assert CudaEnvironment.start_in_background(0) is None
+    assert calls == [1] and errors == []
 
 
 def test_the_backend_starts_no_gpu_runtime_for_cpu_graphs(monkeypatch):

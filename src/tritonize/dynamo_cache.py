@@ -321,10 +321,18 @@ def _graph_outputs(gm: torch.fx.GraphModule) -> list:
 
 
 def _same_input(aten_value, dynamo_value) -> bool:
+    """Compared without guarding: a symbolic size or value is never the same (comparing it with
+    a real one would add a guard to the shape env and specialize the graph)."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
     if isinstance(dynamo_value, torch.Tensor) != isinstance(aten_value, torch.Tensor):
         return False
     if not isinstance(dynamo_value, torch.Tensor):
+        if isinstance(aten_value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return False
         return type(aten_value) is type(dynamo_value) and aten_value == dynamo_value
+    if not all(is_concrete_int(s) for s in (*aten_value.shape, *aten_value.stride())):
+        return False
     return (aten_value.shape == dynamo_value.shape and aten_value.stride() == dynamo_value.stride()
             and aten_value.dtype == dynamo_value.dtype and aten_value.device == dynamo_value.device)
 

@@ -42,6 +42,7 @@ class WorkerProcess:
         if self.process is not None and self.process.poll() is None:
             return
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env.pop("TRITON_INTERPRET", None)  # set only while this process loads a CPU kernel
         self.is_ready = False
         self.process = subprocess.Popen([sys.executable, WORKER_SCRIPT], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
@@ -54,8 +55,9 @@ class WorkerProcess:
             self.start()
             return False
         if not self.is_ready:
-            readable, _, _ = select.select([self.process.stdout], [], [], 0)
-            if readable:
+            poller = select.poll()  # not select.select: it refuses descriptors >= 1024
+            poller.register(self.process.stdout, select.POLLIN | select.POLLHUP)
+            if poller.poll(0):
                 try:
                     self._read_ready()
                 except OSError:

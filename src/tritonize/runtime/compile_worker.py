@@ -11,7 +11,9 @@ Protocol (runtime/compile_processes.py is the other side): one JSON object a lin
 either {"ping": true} or a job {"module_path", "kernel_name", "args": [[kind, aligned], ...],
 "blocks": [[name, value], ...], "num_warps", "num_stages", "target": [backend, arch, warp_size],
 "debug"}; for each, one line `REPLY {"error": null or "why"}` on stdout, after a first line
-`READY` once Triton is imported and has hashed its installation. The worker compiles into
+`READY` once Triton is imported and has hashed its installation. The replies go to a copy of the
+worker's original stdout; file descriptor 1 itself is pointed at stderr (which the parent
+discards), so what Triton, ptxas or C code print cannot end up inside a reply line. The worker compiles into
 Triton's disk cache (TRITON_CACHE_DIR, inherited); the requesting process then compiles the same
 job itself, which is a cache hit. End of input ends the worker.
 """
@@ -134,4 +136,9 @@ if __name__ == "__main__":
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # this directory's modules are not top-level modules
     stub_packages()
-    serve(sys.stdin, sys.stdout)
+    # The protocol gets its own copy of fd 1; fd 1 itself (Triton's prints, ptxas, C code)
+    # goes where stderr goes, so nothing else can land inside a REPLY line.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin, protocol)

@@ -72,6 +72,7 @@ class CudaEnvironment:
 
     _shared = None
     _shared_lock = threading.Lock()
+    _started: set = set()  # devices start_in_background was asked for (once each)
 
     def __init__(self):
         import torch
@@ -123,15 +124,20 @@ class CudaEnvironment:
         pool starts too (worker processes take a moment), and Triton hashes its installation
         (the first step of every compile, about a second). None when that is done already."""
         shared = cls._shared
-        if shared is not None and index in shared._targets:
+        if (shared is not None and index in shared._targets) or index in cls._started:
             return None
+        cls._started.add(index)
+
         def start():
             from .triton_compile import hash_triton_installation
 
-            environment = cls.shared()
-            environment.pool.warm_up()  # compile threads, and worker processes if configured
-            environment.target(index)
-            hash_triton_installation()  # each compile's first step: done once, meanwhile
+            try:
+                environment = cls.shared()
+                environment.pool.warm_up()  # compile threads, and worker processes if configured
+                environment.target(index)
+                hash_triton_installation()  # each compile's first step: done once, meanwhile
+            except Exception as err:  # noqa: BLE001  (only a head start: the first kernel meets it again)
+                log.debug("tritonize: starting the GPU runtime for device %d failed: %s", index, err)
 
         thread = threading.Thread(target=start, daemon=True, name="tritonize-cuda-start")
         thread.start()

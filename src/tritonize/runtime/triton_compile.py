@@ -175,7 +175,7 @@ PROCESSES_FROM_CPUS = 8  # the default pool is "processes" on machines with this
 
 
 def pool_settings() -> tuple[str, int]:
-    cpus = os.cpu_count() or 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     default = "processes" if cpus >= PROCESSES_FROM_CPUS else "threads"
     how = (os.environ.get("TRITONIZE_COMPILE_POOL") or default).strip().lower()
     if how not in ("threads", "processes", "serial"):
@@ -224,20 +224,30 @@ class CompilePool:
             return
         self._pool()
         if wait and self.how == "processes":
-            for worker in list(self._all_processes):
-                worker.ping()
+            idle = [self._processes.get() for _ in self._all_processes]  # no compile shares them
+            try:
+                for worker in idle:
+                    worker.ping()
+            finally:
+                for worker in idle:
+                    self._processes.put(worker)
 
     def _in_a_process(self, job: CompileJob) -> None:
         """Have an idle, ready worker process compile `job` into Triton's cache (and wait for
         it); nothing when there is none (compile_processes.py says why)."""
+        processes = self._processes  # None once shut down
         try:
-            worker = self._processes.get_nowait()
+            worker = processes.get_nowait() if processes is not None else None
         except queue.Empty:
+            worker = None
+        if worker is None:
             return
         try:
             problem = worker.compile(job) if worker.ready() else None
+        except Exception as err:  # noqa: BLE001  (a worker only saves time: never fail the compile)
+            problem = f"{type(err).__name__}: {err}"
         finally:
-            self._processes.put(worker)
+            processes.put(worker)
         if problem is not None:
             import logging
 
