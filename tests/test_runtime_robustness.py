@@ -105,3 +105,35 @@ def test_stdout_chatter_in_the_worker_does_not_hang_the_request(triton_cache):
         if worker.process is not None:
             worker.process.kill()
         thread.join(5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_thread_holds_the_runtime_locks_can_compile():
+    """A DataLoader worker forked while the GPU runtime's background start holds a lock must not
+    deadlock on it."""
+    from tritonize.runtime import launcher, triton_compile
+
+    pool = triton_compile.shared_pool()
+    environment_lock = launcher.CudaEnvironment._shared_lock
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with triton_compile._TRITON_HASH_LOCK, pool._lock, environment_lock:
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: every lock must be free
+            ok = all(lock.acquire(timeout=2) for lock in (
+                triton_compile._TRITON_HASH_LOCK, triton_compile.shared_pool()._lock,
+                launcher.CudaEnvironment._shared_lock))
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join(10)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -19,6 +19,7 @@ Everything that touches the GPU is in `CudaEnvironment`; tests pass a fake one.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import warnings
@@ -336,6 +337,17 @@ def launch_constants(fn, pdl: bool) -> dict:
 
 def _launcher(launch, args):
     return lambda: launch(*args)
+
+
+def _after_fork_in_child() -> None:
+    """New locks in a forked child (runtime/triton_compile.py says why)."""
+    CudaEnvironment._shared_lock = threading.Lock()
+    if CudaEnvironment._shared is not None:
+        CudaEnvironment._shared._targets_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _identifier(name: str) -> str:

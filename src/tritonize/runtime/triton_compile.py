@@ -310,6 +310,20 @@ _SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: locks another thread held at the fork would
+    never be released there, and the parent's compile threads and workers are not its own. New
+    locks, and each shared pool starts afresh when first used (CompilePool._pool)."""
+    global _TRITON_HASH_LOCK, _SHARED_LOCK
+    _TRITON_HASH_LOCK, _SHARED_LOCK = threading.Lock(), threading.Lock()
+    for pool in _SHARED.values():
+        pool._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def shared_pool() -> CompilePool:
     """The process's pool, created on first use with the environment's settings."""
     settings = pool_settings()
