@@ -13,9 +13,9 @@ either {"ping": true} or a job {"module_path", "kernel_name", "args": [[kind, al
 "debug"}; for each, one line `REPLY {"error": null or "why"}` on stdout, after a first line
 `READY` once Triton is imported and has hashed its installation. The replies go to a copy of the
 worker's original stdout; file descriptor 1 itself is pointed at stderr (which the parent
-discards), so what Triton, ptxas or C code print cannot end up inside a reply line. The worker compiles into
-Triton's disk cache (TRITON_CACHE_DIR, inherited); the requesting process then compiles the same
-job itself, which is a cache hit. End of input ends the worker.
+discards), so what Triton, ptxas or C code print cannot end up inside a reply line. The worker
+compiles into Triton's disk cache (TRITON_CACHE_DIR, inherited); the requesting process then
+compiles the same job itself, which is a cache hit. End of input ends the worker.
 """
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import logging
 import os
 import queue
 import threading
@@ -32,6 +33,8 @@ import torch
 
 from . import compile_worker
 from .compile_worker import compile_options
+
+log = logging.getLogger("tritonize.compile")
 
 _POINTER_TYPES = {
     torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -166,9 +169,7 @@ def _prepare_quietly(prepare, compiled) -> None:
     try:
         prepare(compiled)
     except Exception as err:  # noqa: BLE001  (repeated, and reported, where the kernel loads)
-        import logging
-
-        logging.getLogger("tritonize.compile").debug("preparing %s failed: %s", compiled, err)
+        log.debug("preparing %s failed: %s", compiled, err)
 
 
 PROCESSES_FROM_CPUS = 8  # the default pool is "processes" on machines with this many CPUs
@@ -249,9 +250,7 @@ class CompilePool:
         finally:
             processes.put(worker)
         if problem is not None:
-            import logging
-
-            logging.getLogger("tritonize.compile").debug("worker process: %s: %s", job.kernel_name, problem)
+            log.debug("worker process: %s: %s", job.kernel_name, problem)
 
     def submit(self, jit_fn, job: CompileJob, prepare=None):
         """A handle whose result() is the CompiledKernel (or raises the compile error).
