@@ -15,7 +15,7 @@ export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 SEL=${*:-tests}
-TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n ${JOBS:-8} $SEL \
+TRITONIZE_TEST_DEVICE=cuda timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider -n ${JOBS:-8} $SEL \
     2>&1 | grep -v "^DEBUG" > "$OUT/test_gpu.log"
 grep -E "^FAILED|passed|failed" "$OUT/test_gpu.log" | tail -25
 CASES=${BENCH_CASES:-}
