@@ -210,3 +210,10 @@ def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
         KernelShape("pointwise", 524288), "default", on_gpu=False)[0].blocks
     small = candidates(KernelShape("pointwise", 300, heavy_math=True), "default", on_gpu=True)[0]
     assert small.blocks["XBLOCK"] == 512 and small.num_warps == 4
+    # 2-D tiles (Llama's rotary kernel: 64 wide, 65536 rows): 512 elements, not 128x64
+    tile = candidates(KernelShape("pointwise", 64, 65536, heavy_math=True), "default", on_gpu=True)[0]
+    assert (tile.blocks["YBLOCK"], tile.blocks["XBLOCK"], tile.num_warps) == (8, 64, 4)
+    wide = candidates(KernelShape("pointwise", 4096, 4096, heavy_math=True), "default", on_gpu=True)[0]
+    assert (wide.blocks["YBLOCK"], wide.blocks["XBLOCK"]) == (4, 128)
+    plain_tile = candidates(KernelShape("pointwise", 64, 65536), "default", on_gpu=True)[0]
+    assert (plain_tile.blocks["YBLOCK"], plain_tile.blocks["XBLOCK"]) == (128, 64)
