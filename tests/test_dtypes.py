@@ -154,8 +154,10 @@ def test_half_casts_round_like_torch(device, dtype):
 def test_half_arithmetic_rounds_once_per_op(device, dtype):
     a = (torch.randn(64) * 10).to(device=device, dtype=dtype)
     b = (torch.randn(64) * 10).to(device=device, dtype=dtype)
-    no_fallback(lambda x, y: (x + y, x * y, x - y, x / y, torch.maximum(x, y), x.exp(), (x > y)), a, b,
-                **EXACT)
+    no_fallback(lambda x, y: (x + y, x * y, x - y, x / y, torch.maximum(x, y), (x > y)), a, b, **EXACT)
+    # exp is computed in float32 by both, by different libraries: one float32 ulp apart can round
+    # to neighbouring half-precision values (seen once in bfloat16: 1 ulp at 943)
+    no_fallback(lambda x: x.exp(), a)
 
 
 # --- comparisons, where, clamp across dtypes -----------------------------------------------

@@ -6,6 +6,7 @@ The fake environment stands in for CUDA: its "compiled kernels" run on CPU tenso
 the integer pointers the fast launcher passes, exactly as Triton's launcher receives them."""
 import re
 import threading
+import time
 import types
 
 import pytest
@@ -424,6 +425,30 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
     assert CudaEnvironment.start_in_background(1) is None
 
 
+def test_a_graph_from_the_cache_starts_the_driver_but_not_the_compile_pool(monkeypatch):
+    calls = []
+
+    class Recorder:
+        _targets: dict = {}
+        pool = types.SimpleNamespace(warm_up=lambda: calls.append("pool"))
+
+        def target(self, index):
+            calls.append(index)
+            self._targets[index] = ("cuda", 90, 32)
+
+    recorder = Recorder()
+    monkeypatch.setattr(CudaEnvironment, "_shared", None)
+    monkeypatch.setattr(CudaEnvironment, "_started", set())
+    monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
+    CudaEnvironment.start_in_background(0, compiling=False).join(10)
+    assert calls == [0]
+    monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
+    assert CudaEnvironment.start_in_background(0, compiling=False) is None
+    CudaEnvironment.start_in_background(0, compiling=True).join(10)  # a later graph misses
+    assert calls == [0, "pool", 0]
+    assert CudaEnvironment.start_in_background(0, compiling=True) is None
+
+
 def test_a_failing_gpu_runtime_start_is_quiet_and_not_repeated(monkeypatch):
     def broken(cls):
         calls.append(1)
@@ -443,5 +468,35 @@ def test_a_failing_gpu_runtime_start_is_quiet_and_not_repeated(monkeypatch):
 def test_the_backend_starts_no_gpu_runtime_for_cpu_graphs(monkeypatch):
     from tritonize import backend
 
-    monkeypatch.setattr(CudaEnvironment, "start_in_background", classmethod(lambda cls, index: 1 / 0))
-    backend.start_gpu_runtime([torch.zeros(2), 3])
+    monkeypatch.setattr(CudaEnvironment, "start_in_background", classmethod(lambda cls, index, compiling: 1 / 0))
+    backend.start_gpu_runtime([torch.zeros(2), 3], compiling=True)
+
+
+def test_alike_host_launchers_build_one_at_a_time(monkeypatch):
+    from triton.runtime import driver
+
+    from tritonize.runtime import fast_launch
+
+    def compiled(*signature, pdl=True):
+        return types.SimpleNamespace(src=types.SimpleNamespace(signature=dict(enumerate(signature))),
+                                     metadata=types.SimpleNamespace(launch_pdl=pdl, launch_cooperative_grid=False))
+
+    a, b = compiled("*fp32", "*bf16", "constexpr"), compiled("*i64", "*fp16", "constexpr")
+    assert fast_launch.launcher_shape(a) == fast_launch.launcher_shape(b)
+    assert fast_launch.launcher_shape(a) != fast_launch.launcher_shape(compiled("*fp32", "constexpr"))
+    assert fast_launch.launcher_shape(a) != fast_launch.launcher_shape(compiled("*fp32", "*bf16", "constexpr", pdl=False))
+    running, most = [0], [0]
+
+    def build(src, metadata):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        running[0] -= 1
+
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=build))
+    threads = [threading.Thread(target=fast_launch.build_host_launcher, args=(k,)) for k in (a, b, a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert most[0] == 1

@@ -78,7 +78,7 @@ def test_a_worker_pipe_above_fd_1024_does_not_fail_the_compile(triton_cache):
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     pool = CompilePool("processes", workers=1)
     try:
-        pool._pool()  # worker pipes are now above 1024
+        pool.warm_up()  # worker pipes are now above 1024
         assert pool._all_processes[0].process.stdout.fileno() >= 1024
         pool.submit(module.review_kernel, job).result()
     finally:

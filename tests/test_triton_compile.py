@@ -232,7 +232,7 @@ def test_a_job_that_finds_no_ready_worker_compiles_in_its_thread(triton_cache):
     spec = ArgSpec.assumed([torch.float32, torch.bfloat16, torch.float32], 0)
     (job,) = jobs_for(module, candidates(KernelShape("pointwise", 2048), "default", True), spec)
     pool = CompilePool("processes", workers=1)
-    pool._pool()
+    pool.warm_up()
     for worker in pool._all_processes:
         worker.stop()
     while not pool._processes.empty():

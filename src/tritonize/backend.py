@@ -54,7 +54,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def backend(gm: torch.fx.GraphModule, example_inputs):
         if recorder is not None:
             recorder.append("graph")
-        start_gpu_runtime(example_inputs)
+        start_gpu_runtime(example_inputs, compiling=False)  # the driver: kernels load either way
         precompiling = precompiled.under_aot_compile()
         if precompiling:
             precompiled.check_inference_graph(gm, example_inputs)
@@ -66,6 +66,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         if hit is not None:
             record(hit.compiled, "inference")
             return hit
+        start_gpu_runtime(example_inputs, compiling=True)
         pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options)
         contiguous_attention_masks(gm)
         compiled_fn = aot_module_simplified(
@@ -88,15 +89,16 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     return backend
 
 
-def start_gpu_runtime(example_inputs) -> None:
+def start_gpu_runtime(example_inputs, compiling: bool) -> None:
     """For a graph with CUDA inputs, start the GPU runtime's set-up on a background thread now,
-    while the graph is traced and lowered (runtime/launcher.py, CudaEnvironment)."""
+    while the graph is traced and lowered (runtime/launcher.py, CudaEnvironment); `compiling`:
+    the compile pool too (not for a graph the Dynamo-level cache had)."""
     devices = {x.device.index or 0 for x in example_inputs
                if isinstance(x, torch.Tensor) and x.device.type == "cuda"}
     if devices:
         from .runtime.launcher import CudaEnvironment
 
-        CudaEnvironment.start_in_background(min(devices))
+        CudaEnvironment.start_in_background(min(devices), compiling)
 
 
 def report_output_strides(compiled) -> None:

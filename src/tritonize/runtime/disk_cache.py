@@ -7,10 +7,13 @@ Layout under the cache root (`TRITONIZE_CACHE_DIR`, default `$XDG_CACHE_HOME/tri
     autotune/  one JSON entry per tuned kernel (runtime/autotune_cache.py)
     graphs/    one entry per compiled graph (tritonize/graph_cache.py)
     dynamo/    one entry per Dynamo graph that skips AOTAutograd (tritonize/dynamo_cache.py)
+    triton/    one entry per kernel compile: where Triton's cache holds its binary
+               (runtime/triton_binaries.py)
 
 Rules:
-* `TRITONIZE_CACHE=0` turns the autotune, graph and Dynamo-level caches off. Generated modules
-  are still written (Triton reads kernel source from files), to a private temporary directory.
+* `TRITONIZE_CACHE=0` turns the autotune, graph, Dynamo-level and Triton-binary caches off.
+  Generated modules are still written (Triton reads kernel source from files), to a private
+  temporary directory.
 * The root and every directory under it are created with mode 0700. A directory that another
   user owns or can write to is never used: code and data loaded from it could have been planted.
   The cache then falls back to a private temporary directory (for modules) or is off (entries),

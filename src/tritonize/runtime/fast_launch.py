@@ -19,6 +19,8 @@ query. Block sizes are appended where the kernel's signature has them.
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 from typing import Callable
 
 from .triton_compile import ALIGNMENT, ArgSpec
@@ -49,11 +51,44 @@ def build_host_launcher(compiled) -> None:
     """Build the host-side launcher a CompiledKernel's first load needs, without loading the
     kernel. Triton 3.6 compiles a small C module per kernel signature with the system compiler
     (about half a second) and keeps it in its cache; doing it here, in a compile worker, takes
-    that off the thread that launches. Needs Triton's active driver, which the caller has
+    that off the thread that launches. Kernels whose launchers are alike (launcher_shape) build
+    one at a time, so the second finds the first's module in Triton's cache instead of running
+    the compiler again at the same moment. Needs Triton's active driver, which the caller has
     already created (concurrent first uses of it are not safe)."""
     from triton.runtime import driver
 
-    driver.active.launcher_cls(compiled.src, compiled.metadata)
+    with _LAUNCHER_BUILDS.lock_for(launcher_shape(compiled)):
+        driver.active.launcher_cls(compiled.src, compiled.metadata)
+
+
+def launcher_shape(compiled) -> tuple:
+    """What a Triton launcher's C source depends on, as far as we can tell: the kind of each
+    parameter (any pointer is a device pointer, whatever its element type) and the launch
+    flags. Only a hint for build_host_launcher: two kernels it confuses build one after the other."""
+    signature = getattr(compiled.src, "signature", {}) or {}
+    kinds = tuple("*" if str(kind).startswith("*") else str(kind) for kind in signature.values())
+    flags = tuple(getattr(compiled.metadata, name, None) for name in ("launch_pdl", "launch_cooperative_grid"))
+    return kinds + flags
+
+
+class _KeyedLocks:
+    """One lock per key, created on first use (a forked child starts with none held)."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._locks: dict = {}
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._guard, self._locks = threading.Lock(), {}
+
+    def lock_for(self, key) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+
+_LAUNCHER_BUILDS = _KeyedLocks()
 
 
 def launch_hooks_active() -> bool:

@@ -73,7 +73,7 @@ class CudaEnvironment:
 
     _shared = None
     _shared_lock = threading.Lock()
-    _started: set = set()  # devices start_in_background was asked for (once each)
+    _started: set = set()  # what start_in_background was asked for: device indices, "compile"
 
     def __init__(self):
         import torch
@@ -117,26 +117,31 @@ class CudaEnvironment:
             return self._targets[index]
 
     @classmethod
-    def start_in_background(cls, index: int) -> threading.Thread | None:
+    def start_in_background(cls, index: int, compiling: bool = True) -> threading.Thread | None:
         """Create the environment and Triton's driver for device `index` on a background thread.
         The driver's first use builds (cold) or loads its C utilities with the system compiler,
         about half a second; started when a graph for this device reaches the backend, it
-        overlaps AOTAutograd's trace instead of holding up the first kernel's load. The compile
-        pool starts too (worker processes take a moment), and Triton hashes its installation
-        (the first step of every compile, about a second). None when that is done already."""
+        overlaps AOTAutograd's trace instead of holding up the first kernel's load. With
+        `compiling` (the graph missed the Dynamo-level cache), the compile pool starts too
+        (worker processes take a moment), and Triton hashes its installation (the first step
+        of every compile, about a second). None when there is nothing left to start."""
         shared = cls._shared
-        if (shared is not None and index in shared._targets) or index in cls._started:
+        start_pool = compiling and "compile" not in cls._started
+        load_target = index not in cls._started and not (shared is not None and index in shared._targets)
+        if not (start_pool or load_target):
             return None
-        cls._started.add(index)
+        cls._started.update(([index] if load_target else []) + (["compile"] if start_pool else []))
 
         def start():
             from .triton_compile import hash_triton_installation
 
             try:
                 environment = cls.shared()
-                environment.pool.warm_up()  # compile threads, and worker processes if configured
+                if start_pool:  # compile threads, and worker processes if configured
+                    environment.pool.warm_up()
                 environment.target(index)
-                hash_triton_installation()  # each compile's first step: done once, meanwhile
+                if start_pool:
+                    hash_triton_installation()  # each compile's first step: done once, meanwhile
             except Exception as err:  # noqa: BLE001  (only a head start: the first kernel meets it again)
                 log.debug("tritonize: starting the GPU runtime for device %d failed: %s", index, err)
 

@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from . import compile_worker
+from . import compile_worker, triton_binaries
 from .compile_worker import compile_options
 
 log = logging.getLogger("tritonize.compile")
@@ -134,10 +134,36 @@ def hash_triton_installation() -> None:
         compile_worker.hash_triton_installation()
 
 
-def compile_config(jit_fn, job: CompileJob):
-    """A triton CompiledKernel (not yet loaded on a device)."""
-    return compile_worker.compile_kernel(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
-                                         job.num_warps, job.num_stages, job.target, job.debug)
+def compile_config(jit_fn, job: CompileJob, before_compiling=None):
+    """A triton CompiledKernel (not yet loaded on a device). A compile done before, in any
+    process, is read from Triton's cache through our index (runtime/triton_binaries.py), without
+    `triton.compile`; otherwise `before_compiling(job)` runs first (a worker process's compile)."""
+    key = _binary_key(jit_fn, job)
+    if key is not None:
+        from triton.backends.compiler import GPUTarget
+
+        known = triton_binaries.load(key, build_source(jit_fn, job, GPUTarget(*job.target)))
+        if known is not None:
+            return known
+    hash_triton_installation()
+    if before_compiling is not None:
+        before_compiling(job)
+    compiled = compile_worker.compile_kernel(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
+                                             job.num_warps, job.num_stages, job.target, job.debug)
+    if key is not None:
+        triton_binaries.store(key, compiled)
+    return compiled
+
+
+def _binary_key(jit_fn, job: CompileJob) -> str | None:
+    from triton.backends.compiler import GPUTarget
+
+    try:
+        return triton_binaries.index_key(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
+                                         job.options(), GPUTarget(*job.target))
+    except Exception as err:  # noqa: BLE001  (the index is a shortcut; triton.compile is the way)
+        log.debug("tritonize cache: no Triton binary key for %s: %s", job.kernel_name, err)
+        return None
 
 
 # ----------------------------------------------------------------------------- the pool
@@ -206,24 +232,29 @@ class CompilePool:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     self.workers, thread_name_prefix="tritonize-compile")
-                if self.how == "processes":
-                    self._start_processes()
             return self._executor
 
-    def _start_processes(self) -> None:
-        from .compile_processes import WorkerProcess
+    def _idle_workers(self) -> queue.SimpleQueue | None:
+        """The queue of idle worker processes ("processes"), starting them on first use: a
+        process whose kernels are all in the caches never starts them. None once shut down."""
+        with self._lock:
+            if self._processes is None and self._executor is not None and self.how == "processes":
+                from .compile_processes import WorkerProcess
 
-        self._processes = queue.SimpleQueue()
-        self._all_processes = [WorkerProcess() for _ in range(self.workers)]
-        for worker in self._all_processes:
-            worker.start()
-            self._processes.put(worker)
+                self._processes = queue.SimpleQueue()
+                self._all_processes = [WorkerProcess() for _ in range(self.workers)]
+                for worker in self._all_processes:
+                    worker.start()
+                    self._processes.put(worker)
+            return self._processes
 
     def warm_up(self, wait: bool = False) -> None:
-        """Start the pool now; with `wait`, until every worker process has imported Triton."""
+        """Start the pool now, worker processes included; with `wait`, until every worker
+        process has imported Triton."""
         if self.how == "serial":
             return
         self._pool()
+        self._idle_workers()
         if wait and self.how == "processes":
             idle = [self._processes.get() for _ in self._all_processes]  # no compile shares them
             try:
@@ -236,7 +267,7 @@ class CompilePool:
     def _in_a_process(self, job: CompileJob) -> None:
         """Have an idle, ready worker process compile `job` into Triton's cache (and wait for
         it); nothing when there is none (compile_processes.py says why)."""
-        processes = self._processes  # None once shut down
+        processes = self._idle_workers()
         try:
             worker = processes.get_nowait() if processes is not None else None
         except queue.Empty:
@@ -266,10 +297,8 @@ class CompilePool:
         def compile_here():
             start = time.perf_counter()
             try:
-                hash_triton_installation()
-                if self.how == "processes":
-                    self._in_a_process(job)
-                compiled = compile_config(jit_fn, job)  # after a worker process: a cache hit
+                # after a worker process's compile, triton.compile here is a cache hit
+                compiled = compile_config(jit_fn, job, self._in_a_process if self.how == "processes" else None)
                 if prepare is not None:
                     _prepare_quietly(prepare, compiled)
                 return compiled
