@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tritonize
-from tritonize.runtime import disk_cache
+from tritonize.runtime import disk_cache, triton_compile
 from tritonize.runtime.fast_launch import LoadedKernel, build_host_launcher, generate_launcher, hook_installed, launch_hooks_active
 from tritonize.runtime.heuristics import DeviceInfo, KernelShape
 from tritonize.runtime.launcher import CudaEnvironment, GpuKernel
@@ -418,9 +418,11 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
     recorder = Recorder()
     monkeypatch.setattr(CudaEnvironment, "_shared", None)
     monkeypatch.setattr(CudaEnvironment, "_started", set())
+    monkeypatch.setattr(CudaEnvironment, "_pool_started", False)
+    monkeypatch.setattr(triton_compile, "hash_triton_installation", lambda: calls.append("hash"))
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
     CudaEnvironment.start_in_background(1).join(10)
-    assert calls == ["pool", (1, "tritonize-cuda-start")]
+    assert calls == ["pool", (1, "tritonize-cuda-start"), "hash"]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
     assert CudaEnvironment.start_in_background(1) is None
 
@@ -439,13 +441,15 @@ def test_a_graph_from_the_cache_starts_the_driver_but_not_the_compile_pool(monke
     recorder = Recorder()
     monkeypatch.setattr(CudaEnvironment, "_shared", None)
     monkeypatch.setattr(CudaEnvironment, "_started", set())
+    monkeypatch.setattr(CudaEnvironment, "_pool_started", False)
+    monkeypatch.setattr(triton_compile, "hash_triton_installation", lambda: calls.append("hash"))
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
     CudaEnvironment.start_in_background(0, compiling=False).join(10)
     assert calls == [0]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
     assert CudaEnvironment.start_in_background(0, compiling=False) is None
     CudaEnvironment.start_in_background(0, compiling=True).join(10)  # a later graph misses
-    assert calls == [0, "pool", 0]
+    assert calls == [0, "pool", 0, "hash"]
     assert CudaEnvironment.start_in_background(0, compiling=True) is None
 
 
@@ -457,6 +461,7 @@ def test_a_failing_gpu_runtime_start_is_quiet_and_not_repeated(monkeypatch):
     calls = []
     monkeypatch.setattr(CudaEnvironment, "_shared", None)
     monkeypatch.setattr(CudaEnvironment, "_started", set())
+    monkeypatch.setattr(CudaEnvironment, "_pool_started", False)
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(broken))
     errors = []
     monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args))
@@ -494,9 +499,23 @@ def test_alike_host_launchers_build_one_at_a_time(monkeypatch):
         running[0] -= 1
 
     monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=build))
-    threads = [threading.Thread(target=fast_launch.build_host_launcher, args=(k,)) for k in (a, b, a, b)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    assert most[0] == 1
+    def build_all(kernels):
+        most[0] = 0
+        threads = [threading.Thread(target=fast_launch.build_host_launcher, args=(k,)) for k in kernels]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+            assert not thread.is_alive()
+        return most[0]
+
+    assert build_all([a, b, a, b]) == 1
+    other = compiled("*fp32", "constexpr")  # another shape builds alongside
+    slow_start = threading.Barrier(2)
+
+    def build_together(src, metadata):
+        slow_start.wait(5)
+        build(src, metadata)
+
+    monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=build_together))
+    assert build_all([a, other]) == 2

@@ -215,5 +215,7 @@ def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
     assert (tile.blocks["YBLOCK"], tile.blocks["XBLOCK"], tile.num_warps) == (8, 64, 4)
     wide = candidates(KernelShape("pointwise", 4096, 4096, heavy_math=True), "default", on_gpu=True)[0]
     assert (wide.blocks["YBLOCK"], wide.blocks["XBLOCK"]) == (4, 128)
+    narrow = candidates(KernelShape("pointwise", 2, 65536, heavy_math=True), "default", on_gpu=True)[0]
+    assert (narrow.blocks["YBLOCK"], narrow.blocks["XBLOCK"]) == (128, 2)  # never above a plain tile
     plain_tile = candidates(KernelShape("pointwise", 64, 65536), "default", on_gpu=True)[0]
     assert (plain_tile.blocks["YBLOCK"], plain_tile.blocks["XBLOCK"]) == (128, 64)

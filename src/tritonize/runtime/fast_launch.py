@@ -15,6 +15,9 @@ The guard checks what the variant was compiled for (each aligned pointer still a
 element types, the current device); anything else goes to `_fallback`, which finds or builds the
 right variant. Pointers are passed as integers, which Triton's launcher takes without a driver
 query. Block sizes are appended where the kernel's signature has them.
+
+`build_host_launcher` keeps one lock per launcher shape for the life of the process (a few
+dozen at most), so that alike launchers are built one at a time.
 """
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ def launcher_shape(compiled) -> tuple:
     flags. Only a hint for build_host_launcher: two kernels it confuses build one after the other."""
     signature = getattr(compiled.src, "signature", {}) or {}
     kinds = tuple("*" if str(kind).startswith("*") else str(kind) for kind in signature.values())
-    flags = tuple(getattr(compiled.metadata, name, None) for name in ("launch_pdl", "launch_cooperative_grid"))
+    flags = tuple(getattr(compiled.metadata, flag, None) for flag in ("launch_pdl", "launch_cooperative_grid"))
     return kinds + flags
 
 

@@ -197,13 +197,14 @@ def uses_heavy_math(source: str) -> bool:
 def pointwise_config(xnumel: int, ynumel: int, on_gpu: bool, heavy_math: bool = False) -> LaunchConfig:
     """Measured on an H100 (bench/pointwise_configs.py, docs/benchmarks.md): 1-D kernels peak at
     XBLOCK=2048 with 4 warps (16 elements a thread); transposing 2-D tiles at 128x128, 4 warps.
-    Kernels with heavy math (uses_heavy_math) hold 4 elements a thread instead of 16 (a 2-D tile
-    of at most 512 elements, not 128x128: Llama's rotary kernel, a 128x64 tile, took 6.3 s to
-    compile on its own on the GPU host): the code is repeated per element, and these kernels are bound by compute and compile time, not by
-    bandwidth. On the CPU (interpreter), bigger blocks mean fewer interpreted programs."""
+    Kernels with heavy math (uses_heavy_math) hold 4 elements a thread instead of 16 (2-D tiles
+    of at most 512 elements: Llama's rotary kernel as a 128x64 tile took 6.3 s to compile on its
+    own on the GPU host): the code is repeated per element, and these kernels are bound by
+    compute and compile time, not by bandwidth. On the CPU (interpreter), bigger blocks mean
+    fewer interpreted programs."""
     if ynumel > 1:
         xblock = min(128, triton.next_power_of_2(xnumel))
-        ylimit = max(1, HEAVY_MATH_XBLOCK // xblock) if heavy_math and on_gpu else 128
+        ylimit = min(128, max(1, HEAVY_MATH_XBLOCK // xblock)) if heavy_math and on_gpu else 128
         yblock = min(ylimit, triton.next_power_of_2(ynumel))
         grid = (triton.cdiv(xnumel, xblock) * triton.cdiv(ynumel, yblock),)
         return LaunchConfig({"YBLOCK": yblock, "XBLOCK": xblock}, 4, grid)

@@ -73,7 +73,8 @@ class CudaEnvironment:
 
     _shared = None
     _shared_lock = threading.Lock()
-    _started: set = set()  # what start_in_background was asked for: device indices, "compile"
+    _started: set = set()  # devices start_in_background started (once each)
+    _pool_started = False  # whether start_in_background started the compile pool (once)
 
     def __init__(self):
         import torch
@@ -126,11 +127,14 @@ class CudaEnvironment:
         (worker processes take a moment), and Triton hashes its installation (the first step
         of every compile, about a second). None when there is nothing left to start."""
         shared = cls._shared
-        start_pool = compiling and "compile" not in cls._started
+        start_pool = compiling and not cls._pool_started
         load_target = index not in cls._started and not (shared is not None and index in shared._targets)
         if not (start_pool or load_target):
             return None
-        cls._started.update(([index] if load_target else []) + (["compile"] if start_pool else []))
+        if start_pool:
+            cls._pool_started = True
+        if load_target:
+            cls._started.add(index)
 
         def start():
             from .triton_compile import hash_triton_installation

@@ -7,23 +7,26 @@ source file). A process computes it once, in about a second on the GPU host, and
 it loads waits for it: in a warm process that second was a third of our backend's first call.
 
 This index remembers, for each compile we did, the Triton cache entry it produced (Triton's
-hash and the kernel's file name). Its key is what Triton's key depends on, each taken from
-something cheap:
+hash and the kernel's file name). Its key has the terms of Triton's own key, with one replaced:
 
-* the installation: the size and modification time of every file in the Triton package (not
-  C headers), instead of their contents (about a millisecond for some 200 files);
-* the kernel: the JIT function's `cache_key` (its source and what it calls), the pointer
-  specialization, the constexpr values, warps, stages, target and debug flag;
-* the backend's hash (the ptxas version and the architecture), the options Triton derives
-  from ours (`parse_options(...).hash()`, which follows Triton's knobs), and Triton's
-  cache-invalidating environment variables.
+* the source: `ASTSource.hash()`, the JIT function's `cache_key` (its source and what it calls)
+  with the signature, pointer attributes (alignment) and constexpr values we gave it;
+* the backend's hash (the ptxas version and the architecture), the options Triton derives from
+  ours (`parse_options(...).hash()`, which follows Triton's knobs), and Triton's
+  cache-invalidating environment variables;
+* instead of `triton_key`: the size and modification time of every file of the Triton package
+  (directory links followed; not the C headers), about a millisecond for some 200 files. An edit
+  that keeps a file's size and modification time (`cp -p` of another same-sized file) is not
+  seen; Triton's `triton_key` would see it.
 
-A hit reads the metadata group from Triton's cache directory and builds the `CompiledKernel`
-as `triton.compile` would on its own cache hit. Anything missing (a cleared Triton cache,
-another TRITON_CACHE_DIR) is a miss and compiles normally. The index is off with
-TRITONIZE_CACHE=0, and when a Triton setting would make `triton.compile` do more than read its
-cache (always compile, IR dumps or overrides, a compilation listener, a stage-inspection hook).
-Entries live under the cache root's `triton/` directory, checksummed (runtime/disk_cache.py).
+A hit reads the metadata group from Triton's cache directory, checks that the stored metadata
+agrees (hash, target, Triton version, every option Triton derived), and builds the
+`CompiledKernel` as `triton.compile` would on its own cache hit. Anything missing or different
+(a cleared Triton cache, another TRITON_CACHE_DIR) is a miss and compiles normally. The index
+is off with TRITONIZE_CACHE=0, and when a Triton setting would make `triton.compile` do more
+than read its cache (always compile, IR dumps or overrides, a compilation listener, a
+stage-inspection hook). Entries live under the cache root's `triton/` directory, checksummed
+(runtime/disk_cache.py).
 """
 from __future__ import annotations
 
@@ -39,14 +42,19 @@ _SKIPPED_DIRS = ("include", "__pycache__")  # CUDA headers: thousands of files T
 
 
 @functools.lru_cache(maxsize=1)
-def installation_fingerprint() -> str:
-    """Size and modification time of every file of the Triton package (per process, like
-    Triton's own `triton_key`)."""
+def installation_fingerprint() -> str | None:
+    """Size and modification time of every file of the Triton package, computed once a process
+    (like Triton's own `triton_key`); None when libtriton was not among them."""
     import triton
 
     root = os.path.dirname(triton.__file__)
-    files = []
-    for directory, subdirs, names in os.walk(root):
+    files, seen_dirs = [], set()
+    for directory, subdirs, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(directory)
+        if real in seen_dirs:  # a link back up the tree
+            subdirs[:] = []
+            continue
+        seen_dirs.add(real)
         subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS)
         for name in sorted(names):
             path = os.path.join(directory, name)
@@ -55,10 +63,14 @@ def installation_fingerprint() -> str:
             except OSError:
                 continue
             files.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+    if not any(os.path.basename(path).startswith("libtriton") for path, _, _ in files):
+        return None
     return disk_cache.stable_hash(triton.__version__, root, files)
 
 
 def _triton_does_more_than_read_its_cache() -> bool:
+    """Whether a Triton setting makes `triton.compile` do more than look up its cache (then the
+    index must not stand in for it)."""
     try:
         from triton import knobs
     except ImportError:
@@ -71,29 +83,33 @@ def _triton_does_more_than_read_its_cache() -> bool:
                 or getattr(runtime, "add_stages_inspection_hook", None) is not None)
 
 
-def index_key(jit_fn, kernel_name: str, args, blocks: dict, options: dict, target) -> str | None:
-    """The key of one compile, or None when the index must not be used."""
+def index_key(source, options: dict, target) -> str | None:
+    """The key of compiling `source` (an ASTSource) with `options` for `target` (a GPUTarget),
+    or None when the index must not be used."""
     if not disk_cache.caching_enabled() or _triton_does_more_than_read_its_cache():
+        return None
+    fingerprint = installation_fingerprint()
+    if fingerprint is None:
         return None
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.compiler import make_backend
 
     backend = make_backend(target)
-    parsed = backend.parse_options(dict(options))
     return disk_cache.stable_hash(
-        "triton-binary-v1", installation_fingerprint(), jit_fn.cache_key, kernel_name, list(args),
-        sorted(blocks.items()), sorted(options.items()), [target.backend, target.arch, target.warp_size],
-        backend.hash(), parsed.hash(), sorted(get_cache_invalidating_env_vars().items()))
+        "triton-binary-v2", fingerprint, source.hash(), backend.hash(),
+        backend.parse_options(dict(options)).hash(), sorted(get_cache_invalidating_env_vars().items()))
 
 
 def _entry_path(key: str):
+    """Where the entry for `key` lives; None when caching is off or the cache root is unsafe."""
     directory = disk_cache.entry_dir("triton")
     return None if directory is None else directory / f"{key}.json"
 
 
-def load(key: str, source):
+def load(key: str, source, options: dict, target):
     """The CompiledKernel recorded under `key`, read from Triton's cache; None on a miss.
-    `source` is the ASTSource `triton.compile` would have been given (the launcher needs it)."""
+    `source`, `options` and `target` are what `triton.compile` would have been given (the
+    launcher needs the source; the options and target are checked against the stored metadata)."""
     path = _entry_path(key)
     entry = disk_cache.read_json(path) if path is not None else None
     if not isinstance(entry, dict):
@@ -102,13 +118,43 @@ def load(key: str, source):
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime.cache import get_cache_manager
 
-        group = get_cache_manager(entry["hash"]).get_group(f"{entry['file']}.json")
-        if not group or f"{entry['file']}.json" not in group:
+        metadata_file = f"{entry['file']}.json"
+        group = get_cache_manager(entry["hash"]).get_group(metadata_file)
+        if not group or metadata_file not in group:
             return None
-        return CompiledKernel(source, group, entry["hash"])
+        compiled = CompiledKernel(source, group, entry["hash"])
+        problem = _disagreement(compiled, entry["hash"], options, target)
     except Exception as err:  # noqa: BLE001  (only a shortcut: triton.compile does it properly)
         log.debug("tritonize cache: Triton binary %s unusable: %s", key, err)
         return None
+    if problem is not None:
+        log.debug("tritonize cache: Triton binary %s does not match this compile (%s)", key, problem)
+        return None
+    return compiled
+
+
+def _disagreement(compiled, hash_: str, options: dict, target) -> str | None:
+    """What in Triton's stored metadata differs from this compile (None: nothing): its hash,
+    target and Triton version, and each option Triton derives from ours."""
+    import json
+
+    import triton
+    from triton.compiler import make_backend
+
+    metadata = compiled.metadata._asdict()
+    expected = {"hash": hash_, "target": [target.backend, target.arch, target.warp_size],
+                "triton_version": triton.__version__}
+    stored_target = metadata.get("target")
+    found = {"hash": metadata.get("hash"), "target": [getattr(stored_target, f, None) for f in
+                                                      ("backend", "arch", "warp_size")],
+             "triton_version": metadata.get("triton_version", triton.__version__)}
+    parsed = make_backend(target).parse_options(dict(options))
+    for name, value in vars(parsed).items():
+        if value is not None and name in metadata:
+            expected[name] = json.loads(json.dumps(value, default=vars))
+            found[name] = json.loads(json.dumps(metadata[name], default=vars))
+    different = [name for name in expected if expected[name] != found[name]]
+    return ", ".join(different) if different else None
 
 
 def store(key: str, compiled) -> None:

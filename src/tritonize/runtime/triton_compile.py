@@ -14,7 +14,9 @@ default is "processes" on machines with 8 CPUs or more, else "threads"):
 * "processes": the same threads, each with a worker process (runtime/compile_processes.py,
   runtime/compile_worker.py: Triton only, no torch, started in a fraction of a second) that
   compiles the job into Triton's disk cache first; the thread then compiles it again, a cache
-  hit. The workers start with the pool and live as long as this process;
+  hit. The workers start with `warm_up` (the GPU runtime's start, for a graph the Dynamo-level
+  cache did not have) or at the first compile that misses the Triton-binary index, and live as
+  long as this process;
 * "serial": compile when the result is needed (no pool).
 bench/compile_pool.py measures the three on the same kernels.
 TRITONIZE_COMPILE_WORKERS sets the pool size (default: CPUs, at most 16).
@@ -138,13 +140,14 @@ def compile_config(jit_fn, job: CompileJob, before_compiling=None):
     """A triton CompiledKernel (not yet loaded on a device). A compile done before, in any
     process, is read from Triton's cache through our index (runtime/triton_binaries.py), without
     `triton.compile`; otherwise `before_compiling(job)` runs first (a worker process's compile)."""
-    key = _binary_key(jit_fn, job)
-    if key is not None:
-        from triton.backends.compiler import GPUTarget
+    from triton.backends.compiler import GPUTarget
 
-        known = triton_binaries.load(key, build_source(jit_fn, job, GPUTarget(*job.target)))
-        if known is not None:
-            return known
+    target = GPUTarget(*job.target)
+    source = build_source(jit_fn, job, target)
+    key = _binary_key(source, job, target)
+    known = triton_binaries.load(key, source, job.options(), target) if key is not None else None
+    if known is not None:
+        return known
     hash_triton_installation()
     if before_compiling is not None:
         before_compiling(job)
@@ -155,14 +158,18 @@ def compile_config(jit_fn, job: CompileJob, before_compiling=None):
     return compiled
 
 
-def _binary_key(jit_fn, job: CompileJob) -> str | None:
-    from triton.backends.compiler import GPUTarget
+_INDEX_UNAVAILABLE_SAID: list = []  # the index failing on this Triton is said once, at info level
 
+
+def _binary_key(source, job: CompileJob, target) -> str | None:
+    """The Triton-binary index key of this compile; None when the index cannot be used."""
     try:
-        return triton_binaries.index_key(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
-                                         job.options(), GPUTarget(*job.target))
+        return triton_binaries.index_key(source, job.options(), target)
     except Exception as err:  # noqa: BLE001  (the index is a shortcut; triton.compile is the way)
-        log.debug("tritonize cache: no Triton binary key for %s: %s", job.kernel_name, err)
+        if not _INDEX_UNAVAILABLE_SAID:
+            _INDEX_UNAVAILABLE_SAID.append(True)
+            log.info("tritonize: the Triton-binary index is unavailable with this Triton (%s: %s); "
+                     "every kernel goes through triton.compile", type(err).__name__, err)
         return None
 
 
@@ -235,8 +242,8 @@ class CompilePool:
             return self._executor
 
     def _idle_workers(self) -> queue.SimpleQueue | None:
-        """The queue of idle worker processes ("processes"), starting them on first use: a
-        process whose kernels are all in the caches never starts them. None once shut down."""
+        """The queue of idle worker processes ("processes"), starting them on first use (warm_up
+        or a compile that missed the Triton-binary index). None once shut down."""
         with self._lock:
             if self._processes is None and self._executor is not None and self.how == "processes":
                 from .compile_processes import WorkerProcess
