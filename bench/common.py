@@ -14,6 +14,7 @@ What lives here:
 Not here: what to benchmark (the suites decide) or any knowledge of tritonize internals; the
 tritonize package is only imported, inside a try, when the "tritonize" back end is asked for.
 """
+import json
 import math
 import statistics
 import time
@@ -275,6 +276,19 @@ def format_markdown(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def write_reports(markdown_path, json_path, environment, headers, rows, raw, summary=()):
+    """The table as markdown (after the environment line, then `summary` as a list) and the raw
+    results as JSON, to the files asked for (None: not written)."""
+    if markdown_path:
+        with open(markdown_path, "w") as out:
+            out.write(environment + "\n\n" + format_markdown(headers, rows) + "\n")
+            if summary:
+                out.write("\n" + "\n".join(f"- {line}" for line in summary) + "\n")
+    if json_path:
+        with open(json_path, "w") as out:
+            json.dump(raw, out, indent=1)
 
 
 def environment_line(device):

@@ -251,13 +251,7 @@ def main(argv=None):
     print(common.format_table(HEADERS, rows))
     summary = summary_lines(rows)
     print("\n".join(summary))
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write(environment + "\n\n" + common.format_markdown(HEADERS, rows) + "\n\n")
-            out.write("\n".join(f"- {line}" for line in summary) + "\n")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(raw, out, indent=1)
+    common.write_reports(args.markdown, args.json, environment, HEADERS, rows, raw, summary)
     return 0
 
 

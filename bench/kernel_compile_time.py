@@ -10,7 +10,6 @@ compile that pays Triton's one-time costs. Reported per config: triton.compile s
 launcher's build (Triton 3.6 builds a C module per kernel signature) and the PTX size.
 """
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -18,9 +17,10 @@ import time
 
 
 def load_kernel(path):
-    spec = importlib.util.spec_from_file_location("kernel_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from tritonize.runtime.loader import load_source_module
+
+    with open(path) as source:
+        module = load_source_module(source.read(), "timed_kernel", interpret=False)
     name = next(n for n in dir(module) if n.startswith("triton_"))
     return name, getattr(module, name)
 

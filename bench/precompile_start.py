@@ -211,12 +211,7 @@ def main(argv=None):
         print("  " + "  ".join(common.format_cell(c) for c in rows[-1]), flush=True)
     print()
     print(common.format_table(HEADERS, rows))
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write(environment + "\n\n" + common.format_markdown(HEADERS, rows) + "\n")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(raw, out, indent=1)
+    common.write_reports(args.markdown, args.json, environment, HEADERS, rows, raw)
     return 0
 
 

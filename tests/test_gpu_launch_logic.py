@@ -404,15 +404,15 @@ def test_every_compile_also_builds_the_host_launcher_in_its_worker():
     assert env.prepares and all(p is build_host_launcher for p in env.prepares)
 
 
-def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
-    calls = []
-
+def recording_runtime(monkeypatch, calls: list, on_target):
+    """CudaEnvironment with nothing started, whose shared environment records its pool warm-up,
+    its targets (`on_target(index)`) and Triton's installation hash in `calls`."""
     class Recorder:
         _targets: dict = {}
         pool = types.SimpleNamespace(warm_up=lambda: calls.append("pool"))
 
         def target(self, index):
-            calls.append((index, threading.current_thread().name))
+            on_target(index)
             self._targets[index] = ("cuda", 90, 32)
 
     recorder = Recorder()
@@ -421,6 +421,12 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
     monkeypatch.setattr(CudaEnvironment, "_pool_started", False)
     monkeypatch.setattr(triton_compile, "hash_triton_installation", lambda: calls.append("hash"))
     monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
+    return recorder
+
+
+def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
+    calls = []
+    recorder = recording_runtime(monkeypatch, calls, lambda i: calls.append((i, threading.current_thread().name)))
     CudaEnvironment.start_in_background(1).join(10)
     assert calls == ["pool", (1, "tritonize-cuda-start"), "hash"]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)
@@ -429,21 +435,7 @@ def test_the_gpu_runtime_starts_on_a_background_thread_once(monkeypatch):
 
 def test_a_graph_from_the_cache_starts_the_driver_but_not_the_compile_pool(monkeypatch):
     calls = []
-
-    class Recorder:
-        _targets: dict = {}
-        pool = types.SimpleNamespace(warm_up=lambda: calls.append("pool"))
-
-        def target(self, index):
-            calls.append(index)
-            self._targets[index] = ("cuda", 90, 32)
-
-    recorder = Recorder()
-    monkeypatch.setattr(CudaEnvironment, "_shared", None)
-    monkeypatch.setattr(CudaEnvironment, "_started", set())
-    monkeypatch.setattr(CudaEnvironment, "_pool_started", False)
-    monkeypatch.setattr(triton_compile, "hash_triton_installation", lambda: calls.append("hash"))
-    monkeypatch.setattr(CudaEnvironment, "shared", classmethod(lambda cls: recorder))
+    recorder = recording_runtime(monkeypatch, calls, calls.append)
     CudaEnvironment.start_in_background(0, compiling=False).join(10)
     assert calls == [0]
     monkeypatch.setattr(CudaEnvironment, "_shared", recorder)

@@ -46,14 +46,15 @@ def key_of(kernel, compile_job):
     from triton.backends.compiler import GPUTarget
 
     target = GPUTarget(*compile_job.target)
-    return triton_compile._binary_key(triton_compile.build_source(kernel, compile_job, target), compile_job, target)
+    query = triton_compile._index_lookup(triton_compile.build_source(kernel, compile_job, target), compile_job, target)
+    return None if query is None else query.key
 
 
 def no_triton_compile(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("triton.compile was called on an index hit")
 
-    monkeypatch.setattr(compile_worker, "compile_kernel", refuse)
+    monkeypatch.setattr(compile_worker, "compile_source", refuse)
     monkeypatch.setattr(triton_compile, "hash_triton_installation", refuse)
 
 
@@ -180,7 +181,7 @@ def refuse(*args, **kwargs):
     raise AssertionError("Triton's installation hash or triton.compile on an index hit")
 
 cache.triton_key = refuse
-compile_worker.compile_kernel = refuse
+compile_worker.compile_source = refuse
 kernel = load_source_module(SOURCE, "binary_index", interpret=False).binary_index_kernel
 print("hash", triton_compile.compile_config(kernel, job()).hash)
 '''

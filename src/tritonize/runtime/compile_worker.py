@@ -65,12 +65,18 @@ def build_source(jit_fn, kernel_name: str, args, blocks: dict, target):
 def compile_kernel(jit_fn, kernel_name: str, args, blocks: dict, num_warps: int, num_stages: int,
                    target: tuple, debug: bool = False):
     """A Triton CompiledKernel (not loaded on a device)."""
-    import triton
     from triton.backends.compiler import GPUTarget
 
     gpu_target = GPUTarget(*target)
     source = build_source(jit_fn, kernel_name, args, blocks, gpu_target)
-    return triton.compile(source, target=gpu_target, options=compile_options(num_warps, num_stages, debug, blocks))
+    return compile_source(source, gpu_target, compile_options(num_warps, num_stages, debug, blocks))
+
+
+def compile_source(source, gpu_target, options: dict):
+    """triton.compile of an ASTSource built by build_source (a CompiledKernel, not loaded)."""
+    import triton
+
+    return triton.compile(source, target=gpu_target, options=options)
 
 
 # ----------------------------------------------------------------------------- the worker side

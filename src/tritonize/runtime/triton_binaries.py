@@ -30,7 +30,9 @@ stage-inspection hook). Entries live under the cache root's `triton/` directory,
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import logging
 import os
 
@@ -83,9 +85,20 @@ def _triton_does_more_than_read_its_cache() -> bool:
                 or getattr(runtime, "add_stages_inspection_hook", None) is not None)
 
 
-def index_key(source, options: dict, target) -> str | None:
-    """The key of compiling `source` (an ASTSource) with `options` for `target` (a GPUTarget),
-    or None when the index must not be used."""
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """One compile as the index sees it: its key, and what a hit is built from and checked
+    against (the ASTSource, the GPUTarget and the options Triton derives from ours)."""
+
+    key: str
+    source: object
+    target: object
+    parsed_options: object
+
+
+def lookup(source, options: dict, target) -> Lookup | None:
+    """The lookup for compiling `source` (an ASTSource) with `options` for `target` (a
+    GPUTarget), or None when the index must not be used."""
     if not disk_cache.caching_enabled() or _triton_does_more_than_read_its_cache():
         return None
     fingerprint = installation_fingerprint()
@@ -95,9 +108,11 @@ def index_key(source, options: dict, target) -> str | None:
     from triton.compiler import make_backend
 
     backend = make_backend(target)
-    return disk_cache.stable_hash(
-        "triton-binary-v2", fingerprint, source.hash(), backend.hash(),
-        backend.parse_options(dict(options)).hash(), sorted(get_cache_invalidating_env_vars().items()))
+    parsed = backend.parse_options(dict(options))
+    key = disk_cache.stable_hash(
+        "triton-binary-v2", fingerprint, source.hash(), backend.hash(), parsed.hash(),
+        sorted(get_cache_invalidating_env_vars().items()))
+    return Lookup(key, source, target, parsed)
 
 
 def _entry_path(key: str):
@@ -106,11 +121,9 @@ def _entry_path(key: str):
     return None if directory is None else directory / f"{key}.json"
 
 
-def load(key: str, source, options: dict, target):
-    """The CompiledKernel recorded under `key`, read from Triton's cache; None on a miss.
-    `source`, `options` and `target` are what `triton.compile` would have been given (the
-    launcher needs the source; the options and target are checked against the stored metadata)."""
-    path = _entry_path(key)
+def load(query: Lookup):
+    """The CompiledKernel recorded for this compile, read from Triton's cache; None on a miss."""
+    path = _entry_path(query.key)
     entry = disk_cache.read_json(path) if path is not None else None
     if not isinstance(entry, dict):
         return None
@@ -122,34 +135,30 @@ def load(key: str, source, options: dict, target):
         group = get_cache_manager(entry["hash"]).get_group(metadata_file)
         if not group or metadata_file not in group:
             return None
-        compiled = CompiledKernel(source, group, entry["hash"])
-        problem = _disagreement(compiled, entry["hash"], options, target)
+        compiled = CompiledKernel(query.source, group, entry["hash"])
+        problem = _disagreement(compiled, entry["hash"], query)
     except Exception as err:  # noqa: BLE001  (only a shortcut: triton.compile does it properly)
-        log.debug("tritonize cache: Triton binary %s unusable: %s", key, err)
+        log.debug("tritonize cache: Triton binary %s unusable: %s", query.key, err)
         return None
     if problem is not None:
-        log.debug("tritonize cache: Triton binary %s does not match this compile (%s)", key, problem)
+        log.debug("tritonize cache: Triton binary %s does not match this compile (%s)", query.key, problem)
         return None
     return compiled
 
 
-def _disagreement(compiled, hash_: str, options: dict, target) -> str | None:
+def _disagreement(compiled, hash_: str, query: Lookup) -> str | None:
     """What in Triton's stored metadata differs from this compile (None: nothing): its hash,
     target and Triton version, and each option Triton derives from ours."""
-    import json
-
     import triton
-    from triton.compiler import make_backend
 
     metadata = compiled.metadata._asdict()
+    target, stored_target = query.target, metadata.get("target")
     expected = {"hash": hash_, "target": [target.backend, target.arch, target.warp_size],
                 "triton_version": triton.__version__}
-    stored_target = metadata.get("target")
-    found = {"hash": metadata.get("hash"), "target": [getattr(stored_target, f, None) for f in
-                                                      ("backend", "arch", "warp_size")],
+    found = {"hash": metadata.get("hash"),
+             "target": [getattr(stored_target, field, None) for field in ("backend", "arch", "warp_size")],
              "triton_version": metadata.get("triton_version", triton.__version__)}
-    parsed = make_backend(target).parse_options(dict(options))
-    for name, value in vars(parsed).items():
+    for name, value in vars(query.parsed_options).items():
         if value is not None and name in metadata:
             expected[name] = json.loads(json.dumps(value, default=vars))
             found[name] = json.loads(json.dumps(metadata[name], default=vars))
@@ -157,9 +166,9 @@ def _disagreement(compiled, hash_: str, options: dict, target) -> str | None:
     return ", ".join(different) if different else None
 
 
-def store(key: str, compiled) -> None:
+def store(query: Lookup, compiled) -> None:
     """Remember where Triton cached `compiled` (a CompiledKernel from triton.compile)."""
-    path = _entry_path(key)
+    path = _entry_path(query.key)
     metadata = [name for name in getattr(compiled, "metadata_group", {}) if name.endswith(".json")]
     if path is None or not getattr(compiled, "hash", None) or len(metadata) != 1:
         return

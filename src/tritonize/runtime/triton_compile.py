@@ -144,27 +144,26 @@ def compile_config(jit_fn, job: CompileJob, before_compiling=None):
 
     target = GPUTarget(*job.target)
     source = build_source(jit_fn, job, target)
-    key = _binary_key(source, job, target)
-    known = triton_binaries.load(key, source, job.options(), target) if key is not None else None
+    query = _index_lookup(source, job, target)
+    known = triton_binaries.load(query) if query is not None else None
     if known is not None:
         return known
     hash_triton_installation()
     if before_compiling is not None:
         before_compiling(job)
-    compiled = compile_worker.compile_kernel(jit_fn, job.kernel_name, job.spec.args, dict(job.blocks),
-                                             job.num_warps, job.num_stages, job.target, job.debug)
-    if key is not None:
-        triton_binaries.store(key, compiled)
+    compiled = compile_worker.compile_source(source, target, job.options())
+    if query is not None:
+        triton_binaries.store(query, compiled)
     return compiled
 
 
 _INDEX_UNAVAILABLE_SAID: list = []  # the index failing on this Triton is said once, at info level
 
 
-def _binary_key(source, job: CompileJob, target) -> str | None:
-    """The Triton-binary index key of this compile; None when the index cannot be used."""
+def _index_lookup(source, job: CompileJob, target) -> triton_binaries.Lookup | None:
+    """This compile's Triton-binary index lookup; None when the index cannot be used."""
     try:
-        return triton_binaries.index_key(source, job.options(), target)
+        return triton_binaries.lookup(source, job.options(), target)
     except Exception as err:  # noqa: BLE001  (the index is a shortcut; triton.compile is the way)
         if not _INDEX_UNAVAILABLE_SAID:
             _INDEX_UNAVAILABLE_SAID.append(True)
