@@ -23,9 +23,7 @@ model is an argument: a precompiled function reads the weights of the model it i
 exclude Python start-up, imports (tritonize included) and model building. Ratios: precomp/cold,
 warm/cold and precomp/warm. "dynamo traces" counts the functions Dynamo traced in each process,
 cold/warm/save/load/load-empty (0 for the loads: they skipped Dynamo). A failure or timeout is a
-row, not a crash. (GPT-2 from transformers 5 fails in torch 2.13's aot_compile itself, whatever
-the backend: saving refuses an ID_MATCH guard on the code of its decorated forward, and with a
-guard filter that drops it, loading fails evaluating guards on the model before there is one.)
+row, not a crash.
 """
 import argparse
 import json

@@ -80,11 +80,12 @@ def load_in_fresh_process(path, name, device, env_changes) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-@pytest.mark.parametrize("name,caching", [("mlp", "off"), ("transformer_block", "empty")])
+@pytest.mark.parametrize("name,caching", [("mlp", "off"), ("transformer_block", "empty"), ("decorated", "empty")])
 def test_a_fresh_process_loads_and_runs_without_dynamo_or_compiling(tmp_path, cache, device, name, caching):
     """The loading process has an empty tritonize cache (or none at all): the artifact holds the
     whole graph. It matches eager, and the compiled output of the saving process; Dynamo traces
-    no frame and neither AOTAutograd nor our compiler runs."""
+    no frame and neither AOTAutograd nor our compiler runs. "decorated" has the identity guards
+    torch cannot save (a decorated forward, a builtin activation held by the module)."""
     path, _, _, saved_out = save(tmp_path, name, device)
     fresh = tmp_path / "fresh-cache"
     env = {"TRITONIZE_CACHE": "0"} if caching == "off" else {"TRITONIZE_CACHE_DIR": str(fresh)}
@@ -134,8 +135,9 @@ def test_guards_reject_another_shape_or_dtype_as_torch_does(tmp_path, cache, dev
 
 
 def our_payload(data: bytes) -> tuple[int, int]:
-    """(start, end) of tritonize's framed payload inside torch's file."""
-    start = data.index(disk_cache.MAGIC + b" ")
+    """(start, end) of the backend's framed graph payload inside torch's bytes (after the file's
+    own frame and header)."""
+    start = data.index(disk_cache.MAGIC + b" ", 1)
     header = data[start:data.index(b"\n", start)]
     return start, start + len(header) + 1 + int(header.split(b" ")[1])
 
@@ -146,8 +148,10 @@ def test_a_corrupt_payload_is_a_clear_error(tmp_path, cache, device):
     start, end = our_payload(bytes(data))
     data[end - 20] ^= 0x01  # one bit, inside the wrapper's source
     path.write_bytes(bytes(data))
-    with pytest.raises(tritonize.PrecompiledArtifactError, match="damaged \\(checksum mismatch\\)"):
-        tritonize.load_precompiled(path)
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="is damaged \\(checksum mismatch\\)"):
+        tritonize.load_precompiled(path)  # the file's own frame
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="graph is damaged \\(checksum mismatch\\)"):
+        dynamo_cache.CachedInference.deserialize_compile_artifacts(bytes(data[start:end]))  # the graph's
 
 
 def test_a_truncated_file_or_payload_is_a_clear_error(tmp_path, cache, device):
@@ -157,7 +161,7 @@ def test_a_truncated_file_or_payload_is_a_clear_error(tmp_path, cache, device):
     with pytest.raises(tritonize.PrecompiledArtifactError, match="damaged \\(length .* \\(truncated\\?\\)\\)"):
         dynamo_cache.CachedInference.deserialize_compile_artifacts(data[start:end - 100])
     path.write_bytes(data[:len(data) // 2])
-    with pytest.raises(tritonize.PrecompiledArtifactError, match="cannot be loaded"):
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="is damaged \\(length .* \\(truncated\\?\\)\\)"):
         tritonize.load_precompiled(path)
 
 
