@@ -106,6 +106,15 @@ def test_identity_checks_remember_the_last_object_that_matched():
         identity.verify({"m": object()})
 
 
+def test_class_attribute_lookups_are_evaluated_without_copying_the_class_namespace():
+    expression = "dict(type(m).__dict__)['forward']"  # as Dynamo writes it
+    identity = checks.IdentityChecks({expression: checks.fingerprint(Block.forward)})
+    assert "dict" not in identity.code.co_names
+    model = Block(4)
+    assert identity.values({"m": model}) == (Block.forward,)
+    identity.verify({"m": model})
+
+
 # ----------------------------------------------------------------------------- globals, sources
 
 

@@ -28,6 +28,7 @@ running a graph traced from the old code.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import hashlib
 import importlib
@@ -108,8 +109,9 @@ class IdentityChecks:
     def __post_init__(self):
         self.expressions = list(self.checks)
         self.expected = [self.checks[e] for e in self.expressions]
-        source = "(" + "".join(f"({e}), " for e in self.expressions) + ")"
-        self.code = compile(source, "<tritonize identity checks>", "eval")
+        tree = ast.parse("(" + "".join(f"({e}), " for e in self.expressions) + ")", mode="eval")
+        tree = ast.fix_missing_locations(_NoDictCopies().visit(tree))
+        self.code = compile(tree, "<tritonize identity checks>", "eval")
         self.last_matched = [None] * len(self.expressions)
 
     def values(self, f_locals: dict) -> tuple:
@@ -141,6 +143,18 @@ class IdentityChecks:
         except Exception as err:
             return [f"{type(err).__name__}: {err}"]
         return [e for e, v, saved in zip(self.expressions, values, self.expected) if fingerprint(v) != saved]
+
+
+class _NoDictCopies(ast.NodeTransformer):
+    """Dynamo writes a class attribute lookup as `dict(cls.__dict__)['forward']`, which copies the
+    class's namespace: `cls.__dict__['forward']` reads the same entry without the copy."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if (isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "__dict__"):
+            return node.args[0]
+        return node
 
 
 def _describe(identity, value=None) -> str:
