@@ -150,14 +150,16 @@ def test_compile_cache_bench_runs_on_cpu():
 
 
 def test_precompile_start_bench_runs_on_cpu():
-    """Five processes for the MLP: cold, warm, save, and the two loads, which Dynamo never traces."""
+    """An eager process, then five for tritonize: cold, warm, save, and the two loads, which
+    Dynamo never traces."""
     command = [sys.executable, os.path.join(REPO, "bench", "precompile_start.py"), "--device", "cpu", "--small",
-               "--models", "mlp"]
+               "--models", "mlp", "--backends", "tritonize"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "src")))
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("mlp ")]
-    assert len(rows) == 1 and rows[0][-1] == "1/1/1/0/0" and "-" not in rows[0][1:10], result.stdout
+    assert len(rows) == 1 and rows[0][:2] == ["mlp", "tritonize"] and rows[0][-1] == "1/1/1/0/0", result.stdout
+    assert "-" not in rows[0][2:12], result.stdout
 
 
 def test_compile_pool_bench_runs_on_cpu():
