@@ -87,6 +87,8 @@ def test_a_fresh_process_loads_and_runs_without_dynamo_or_compiling(tmp_path, ca
     no frame and neither AOTAutograd nor our compiler runs. "decorated" has the identity guards
     torch cannot save (a decorated forward, a builtin activation held by the module)."""
     path, _, _, saved_out = save(tmp_path, name, device)
+    if name == "decorated":  # the decorated forward's function and the activation, at least
+        assert len(precompiled._read(path)[0]["identity"]) >= 2
     fresh = tmp_path / "fresh-cache"
     env = {"TRITONIZE_CACHE": "0"} if caching == "off" else {"TRITONIZE_CACHE_DIR": str(fresh)}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "fresh-triton")

@@ -97,6 +97,11 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
     args = ((module,) if module is not None else ()) + tuple(example_args)
     kwargs = dict(example_kwargs or {})
     recorder = checks.GuardRecorder(guard_filter_fn)
+    hooks = checks.registered_global_hooks()
+    if hooks:
+        raise CompileError("precompile", f"global module hooks are registered ({', '.join(hooks)}): a precompiled "
+                                         "function cannot check them, so it is only made and called while there "
+                                         "are none")
     with _aot_compile_enabled():
         compiled = torch.compile(traced, fullgraph=True, backend=make_backend(make_options(options)),
                                  dynamic=dynamic, options={"guard_filter_fn": recorder})
@@ -105,9 +110,11 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
         try:
             aot_fn = compiled.aot_compile((args, kwargs))
         except torch._dynamo.exc.PackageError as err:
-            raise CompileError("precompile", f"torch cannot save a guard Dynamo needs for this function: {err} "
-                                             "(a guard on an object that is not a function, class or code, "
-                                             "which tritonize cannot re-check either)") from err
+            raise CompileError("precompile", f"torch cannot save a guard Dynamo needs for this function ({err}), "
+                                             "and tritonize cannot re-check it either: a guard on an object "
+                                             "without a name to find it by in another process") from err
+    if module is not None:
+        _check_forward(recorder, module)
     function = PrecompiledFunction(aot_fn, _header(aot_fn, recorder, traced, args, kwargs))
     if path is not None:
         save(function, path)
@@ -117,6 +124,14 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
 def _call_module(module, *args, **kwargs):
     """What a module's precompile traces: a call of the module, hooks and all."""
     return module(*args, **kwargs)
+
+
+def _check_forward(recorder, module) -> None:
+    """Which forward the module call ran: Dynamo guards the identity of the forward of the frame
+    it starts in, and here that frame is _call_module's. The class's forward must stay the same
+    function and no instance attribute may replace it."""
+    recorder.checks["type(L['module']).forward"] = checks.fingerprint(type(module).forward)
+    recorder.checks["L['module'].__dict__.get('forward')"] = checks.fingerprint(module.__dict__.get("forward"))
 
 
 def _with_own_globals(fn):
@@ -157,6 +172,10 @@ class PrecompiledFunction:
     def __call__(self, *args, **kwargs):
         if self.identity is not None:
             self.identity.verify(self.aot_fn.prepare_f_locals(*args, **kwargs))
+        hooks = checks.registered_global_hooks()
+        if hooks:
+            raise RuntimeError(f"tritonize precompiled function: guard check failed: global module hooks are "
+                               f"registered ({', '.join(hooks)}), which the precompiled code would not run")
         return self.aot_fn(*args, **kwargs)
 
 
@@ -198,6 +217,10 @@ def _read(path) -> tuple[dict, bytes]:
     if header.get("format") != FUNCTION_FORMAT:
         raise PrecompiledArtifactError(f"{path} has format {header.get('format')!r}; this tritonize reads "
                                        f"{FUNCTION_FORMAT!r}: precompile it again")
+    shapes = {"identity": dict, "globals": dict, "sources": list}
+    missing = [key for key, kind in shapes.items() if not isinstance(header.get(key), kind)]
+    if missing:
+        raise PrecompiledArtifactError(f"{path} has a header without {', '.join(missing)}: precompile it again")
     return header, torch_bytes
 
 

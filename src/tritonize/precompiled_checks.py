@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import enum
 import hashlib
 import importlib
 import inspect
-import linecache
 import os
+import re
 import types
 from dataclasses import dataclass
 
@@ -52,18 +53,76 @@ UNSAVEABLE = ("DICT_VERSION", "NN_MODULE", "ID_MATCH", "FUNCTION_MATCH", "CLASS_
 def fingerprint(value) -> list | None:
     """What identifies `value` across processes, or None for objects that have no such name."""
     if isinstance(value, types.CodeType):
-        digest = hashlib.sha256(value.co_code).hexdigest()[:16]
         return ["code", getattr(value, "co_qualname", value.co_name), os.path.basename(value.co_filename),
-                value.co_firstlineno, digest]
+                value.co_firstlineno, code_digest(value)]
     if isinstance(value, types.FunctionType):
         return ["function", value.__module__, value.__qualname__] + fingerprint(value.__code__)[2:]
     if isinstance(value, types.BuiltinFunctionType):
-        owner = value.__self__
-        owner_name = owner.__name__ if isinstance(owner, types.ModuleType) else type(owner).__qualname__
-        return ["builtin", value.__module__ or owner_name, value.__qualname__]
+        return _builtin_fingerprint(value)
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        owner = value.__objclass__
+        return ["descriptor", owner.__module__, owner.__qualname__, value.__name__]
     if isinstance(value, type):
         return ["class", value.__module__, value.__qualname__]
+    if isinstance(value, enum.Enum):
+        return ["enum", type(value).__module__, type(value).__qualname__, value.name]
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__]
+    if value is None:
+        return ["none"]
     return None
+
+
+def _builtin_fingerprint(value) -> list | None:
+    """A builtin function is named by module and qualified name when it is not bound to an
+    object (torch.relu; gelu from torch._C._nn; dict.fromkeys); bound to an instance, it is not
+    identifiable ([1.0].__getitem__ and [2.0].__getitem__ share both)."""
+    owner = value.__self__
+    if owner is None or isinstance(owner, types.ModuleType):
+        module = value.__module__ or getattr(owner, "__name__", None)
+        return ["builtin", module, value.__qualname__]
+    if isinstance(owner, type):
+        return ["builtin", owner.__module__, value.__qualname__]
+    return None
+
+
+def code_digest(code: types.CodeType) -> str:
+    """SHA-256 (16 hex digits) of everything a code object runs: bytecode, names, constants
+    (nested code included), argument layout and flags. Two lambdas on one line differ."""
+    digest = hashlib.sha256()
+    _feed_code(digest, code)
+    return digest.hexdigest()[:16]
+
+
+def _feed_code(digest, code: types.CodeType) -> None:
+    layout = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
+    for part in (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, layout):
+        digest.update(repr(part).encode() + b";")
+    for constant in code.co_consts:
+        _feed_constant(digest, constant)
+
+
+def _feed_constant(digest, constant) -> None:
+    if isinstance(constant, types.CodeType):
+        digest.update(b"code(")
+        _feed_code(digest, constant)
+        digest.update(b")")
+    elif isinstance(constant, (tuple, frozenset)):
+        items = sorted(constant, key=repr) if isinstance(constant, frozenset) else constant  # set order varies
+        digest.update(type(constant).__name__.encode() + b"(")
+        for item in items:
+            _feed_constant(digest, item)
+        digest.update(b")")
+    else:
+        digest.update(f"{type(constant).__name__}:{constant!r},".encode())
+
+
+def _memo_key(value) -> tuple:
+    """What must stay the same object for a check that passed to pass again: a function's code
+    can be replaced in place."""
+    if isinstance(value, types.FunctionType):
+        return (value, value.__code__)
+    return (value, value)
 
 
 def _unsaveable(entry) -> bool:
@@ -75,10 +134,19 @@ def torch_default_filter(entries) -> list[bool]:
     return [not (entry.is_global or entry.guard_type in UNSAVEABLE) for entry in entries]
 
 
+def guard_expression(entry) -> str:
+    """The guard's expression in Dynamo's own terms (`L['model'].act`: the arguments are read
+    from the dict L, so an argument named like a builtin cannot shadow one)."""
+    guard = getattr(entry, "orig_guard", None)
+    return guard.name if guard is not None and isinstance(getattr(guard, "name", None), str) else entry.name
+
+
 class GuardRecorder:
     """The guard filter precompile hands to torch.compile: `user_filter` (or torch's default)
-    decides, except that local identity guards on functions, classes and code are dropped and
-    recorded (`checks`, keyed by expression) to be re-checked by tritonize."""
+    decides, except for local guards torch cannot save: one on a function, class, code object,
+    builtin, enum member or module is dropped and recorded (`checks`, keyed by expression) to be
+    re-checked by tritonize; any other is kept unless the user's filter drops it, so that torch
+    refuses to save it (PackageError) rather than drop it silently as its default filter does."""
 
     def __init__(self, user_filter=None):
         self.user_filter = user_filter
@@ -87,14 +155,14 @@ class GuardRecorder:
     def __call__(self, entries) -> list[bool]:
         keep = list((self.user_filter or torch_default_filter)(entries))
         for index, entry in enumerate(entries):
-            if entry.is_global or not entry.has_value or not _unsaveable(entry):
+            if entry.is_global or not _unsaveable(entry):
                 continue
             if self.user_filter is not None and not keep[index]:
                 continue  # the user dropped it on purpose
-            identity = fingerprint(entry.value)
+            identity = fingerprint(entry.value) if entry.has_value else None
             if identity is not None:
-                self.checks[entry.name] = identity
-                keep[index] = False
+                self.checks[guard_expression(entry)] = identity
+            keep[index] = identity is None
         return keep
 
 
@@ -112,10 +180,10 @@ class IdentityChecks:
         tree = ast.parse("(" + "".join(f"({e}), " for e in self.expressions) + ")", mode="eval")
         tree = ast.fix_missing_locations(_NoDictCopies().visit(tree))
         self.code = compile(tree, "<tritonize identity checks>", "eval")
-        self.last_matched = [None] * len(self.expressions)
+        self.last_matched: list[tuple | None] = [None] * len(self.expressions)
 
     def values(self, f_locals: dict) -> tuple:
-        return eval(self.code, {"__builtins__": builtins}, f_locals)  # noqa: S307 (our own expressions)
+        return eval(self.code, {"__builtins__": builtins, "L": f_locals})  # noqa: S307 (Dynamo's expressions)
 
     def verify(self, f_locals: dict) -> None:
         """Nothing when every expression gives the object saved; RuntimeError naming the first
@@ -126,14 +194,15 @@ class IdentityChecks:
             raise RuntimeError(f"tritonize precompiled function: guard check failed: evaluating the identity "
                                f"checks raised {type(err).__name__}: {err}") from err
         for index, value in enumerate(values):
-            if value is self.last_matched[index]:
+            key, last = _memo_key(value), self.last_matched[index]
+            if last is not None and key[0] is last[0] and key[1] is last[1]:
                 continue
             now = fingerprint(value)
             if now != self.expected[index]:
-                raise RuntimeError(f"tritonize precompiled function: guard check failed: {self.expressions[index]} "
-                                   f"is {_describe(now, value)}, it was {_describe(self.expected[index])} when "
-                                   "precompiled: precompile it again for this model")
-            self.last_matched[index] = value
+                raise RuntimeError(f"tritonize precompiled function: guard check failed: "
+                                   f"{readable(self.expressions[index])} is {_describe(now, value)}, it was "
+                                   f"{_describe(self.expected[index])} when precompiled: precompile it again")
+            self.last_matched[index] = key
 
     def mismatches(self, f_locals: dict) -> list[str]:
         """The expressions that cannot be re-checked on these (the example) arguments: at save,
@@ -142,7 +211,12 @@ class IdentityChecks:
             values = self.values(f_locals)
         except Exception as err:
             return [f"{type(err).__name__}: {err}"]
-        return [e for e, v, saved in zip(self.expressions, values, self.expected) if fingerprint(v) != saved]
+        return [readable(e) for e, v, saved in zip(self.expressions, values, self.expected) if fingerprint(v) != saved]
+
+
+def readable(expression: str) -> str:
+    """`L['model'].act` as `model.act`."""
+    return re.sub(r"\bL\[['\"]([A-Za-z_][A-Za-z_0-9]*)['\"]\]", r"\1", expression)
 
 
 class _NoDictCopies(ast.NodeTransformer):
@@ -161,8 +235,24 @@ def _describe(identity, value=None) -> str:
     if identity is None:
         return f"a {type(value).__name__}"
     kind, *names = identity
+    if not names:
+        return kind
     return f"the {kind} " + ".".join(str(n) for n in names[:2]) + (f" ({', '.join(map(str, names[2:]))})"
                                                                   if names[2:] else "")
+
+
+# ----------------------------------------------------------------------------- global module hooks
+
+
+def registered_global_hooks() -> list[str]:
+    """The kinds of global module hooks (torch.nn.modules.module.register_module_forward_hook and
+    the like) registered now. Dynamo's guards on them are global, which aot_compile drops: a
+    precompiled function is only made, and only called, while there are none."""
+    from torch.nn.modules import module
+
+    names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")
+             and ("forward" in name or "backward" in name)]
+    return [name[len("_global_"):] for name in names if getattr(module, name)]
 
 
 # ----------------------------------------------------------------------------- globals
@@ -173,18 +263,23 @@ def external_globals(runtime_env, traced_globals: dict) -> dict[str, list]:
     restored = set(runtime_env.import_sources) | set(runtime_env.used_globals)
     recipes = {}
     for name in sorted(runtime_env.external_refs):
-        if name in restored or name.startswith("__compiled_fn") or hasattr(builtins, name):
+        if name in restored or name.startswith("__compiled_fn"):
             continue
-        if name not in traced_globals:
+        if name in traced_globals:
+            recipes[name] = _recipe(name, traced_globals[name])
+        elif hasattr(builtins, name):
+            recipes[name] = ["builtin", name]
+        else:
             raise ValueError(f"the compiled code loads the global {name!r}, which the traced function's globals "
                              "do not hold")
-        recipes[name] = _recipe(name, traced_globals[name])
     return recipes
 
 
 def _recipe(name: str, value) -> list:
     if isinstance(value, types.ModuleType):
         return ["module", value.__name__]
+    if getattr(builtins, name, None) is value:
+        return ["builtin", name]
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if module and qualname and _resolve(module, qualname) is value:
         return ["object", module, qualname]
@@ -203,46 +298,74 @@ def _resolve(module: str, qualname: str):
 
 
 def import_globals(recipes: dict[str, list]) -> dict:
-    """The globals for load_compiled_function: every builtin, and each recorded global rebuilt."""
-    rebuilt = dict(vars(builtins))
-    for name, recipe in recipes.items():
-        value = importlib.import_module(recipe[1]) if recipe[0] == "module" else _resolve(*recipe[1:])
+    """The globals for load_compiled_function: each recorded global rebuilt."""
+    rebuilt = {}
+    for name, (kind, *where) in recipes.items():
+        if kind == "builtin":
+            value = getattr(builtins, where[0], None)
+        elif kind == "module":
+            value = _import(where[0])
+        else:
+            value = _resolve(*where)
         if value is None:
-            raise PrecompiledArtifactError(f"the global {name} = {recipe[1]}.{recipe[2]} it needs cannot be found "
-                                           "here: another version of that library? precompile it again")
+            raise PrecompiledArtifactError(f"the global {name} = {'.'.join(where)} it needs cannot be found here: "
+                                           "another version of that library? precompile it again")
         rebuilt[name] = value
     return rebuilt
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
 
 
 # ----------------------------------------------------------------------------- sources
 
 
-def _lines_digest(module_name: str, first: int, last: int) -> str | None:
+def _source_file(module_name: str) -> str | None:
+    module = _import(module_name)
     try:
-        filename = inspect.getsourcefile(importlib.import_module(module_name))
-    except (ImportError, TypeError):
+        return inspect.getsourcefile(module) if module is not None else None
+    except TypeError:  # a builtin module
         return None
-    if not filename:
+
+
+def _file_digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            return hashlib.sha256(file.read()).hexdigest()
+    except OSError:
         return None
-    linecache.checkcache(filename)
-    lines = linecache.getlines(filename)
-    if len(lines) < last - 1:
-        return None
-    return hashlib.sha256("".join(lines[first - 1:last - 1]).encode()).hexdigest()
 
 
 def source_digests(source_info) -> list[list]:
-    """[module, first line, last line, SHA-256 of those lines] for each function Dynamo traced."""
-    digests = []
-    for source in sorted(source_info.inlined_sources, key=lambda s: (s.module, s.firstlineno)):
-        digest = _lines_digest(source.module, source.firstlineno, source.lastlineno)
-        if digest is not None:
-            digests.append([source.module, source.firstlineno, source.lastlineno, digest])
-    return digests
+    """[module, source file, SHA-256 of the whole file] for each module Dynamo traced code from
+    (the whole file: module-level constants and helpers are baked into the graph as well)."""
+    digests = {}
+    for source in source_info.inlined_sources:
+        if source.module not in digests:
+            path = _source_file(source.module)
+            digest = _file_digest(path) if path else None
+            if digest is not None:
+                digests[source.module] = [source.module, path, digest]
+    return [digests[name] for name in sorted(digests)]
 
 
 def check_sources(digests: list[list]) -> None:
-    for module, first, last, digest in digests:
-        if _lines_digest(module, first, last) != digest:
-            raise PrecompiledArtifactError(f"the source of {module} (lines {first}-{last}) changed since it was "
-                                           "precompiled: precompile it again")
+    """PrecompiledArtifactError naming the first module whose source differs from the one traced.
+    A script's functions (`__main__`) are looked up in the file recorded at save; a library's in
+    the module this process imports."""
+    for module, saved_path, digest in digests:
+        path = saved_path if module == "__main__" else _source_file(module)
+        if path is None:
+            raise PrecompiledArtifactError(f"the module {module} it was traced from cannot be imported here: "
+                                           "precompile it again")
+        now = _file_digest(path)
+        if now is None:
+            raise PrecompiledArtifactError(f"the source file {path} of {module}, which it was traced from, cannot be "
+                                           "read: precompile it again")
+        if now != digest:
+            raise PrecompiledArtifactError(f"the source of {module} ({path}) changed since it was precompiled: "
+                                           "precompile it again")
