@@ -6,25 +6,31 @@ traced through: the code of a decorated `forward`, the functions in a decorator'
 submodule's class, a builtin activation function held by a module. An id() means nothing in
 another process, so torch refuses to save these guards (PackageError), and transformers' models
 have a dozen of them. `GuardRecorder` is the guard filter precompile gives torch: it takes such a
-guard out of Dynamo's saved guards and records it as an `IdentityCheck`: the guard's expression
-(in terms of the function's arguments, e.g. `model.__class__`) and the fingerprint of the object
-it gave: its kind, module and qualified name, and for code its name, line and bytecode digest.
+guard out of Dynamo's saved guards and records the guard's expression (Dynamo's, in terms of the
+arguments: `L['model'].act`) with the fingerprint of the object it gave (`fingerprint`: kind,
+module, qualified name; for code also file, line and a digest of everything it runs). A local
+guard torch cannot save on an object without such a name is kept, so that torch refuses to save
+it rather than drop it silently as its default filter does.
 `IdentityChecks.verify` runs before every call of the loaded function: each expression must give
-an object with the saved fingerprint (computed once per object: the last object that matched is
-remembered, so a steady caller pays one tuple evaluation and an `is` per check). Replacing a
-submodule's class, an activation function or a method with another one fails the call with a
-RuntimeError naming the expression, as Dynamo's own guard failure does.
+an object with the saved fingerprint (computed once per object: the last object that matched,
+and for a function its code object, are remembered, so a steady caller pays one tuple evaluation
+and two `is` per check). Replacing a submodule's class, an activation function or a method fails
+the call with a RuntimeError naming the expression, as Dynamo's own guard failure does.
+
+**Global module hooks.** Dynamo's guards on them are global, which aot_compile drops:
+`registered_global_hooks` lets precompile refuse while any are registered and a call fail.
 
 **Globals.** The bytecode Dynamo generates loads some globals torch does not restore: modules it
 installs under generated names (`___module_collections_...`, to rebuild a transformers output)
-and, on torch 2.11, builtins. `external_globals` records how to rebuild each (a module by name, an
-object by module and qualified name, checked to be the same object now); `import_globals`
-rebuilds them at load.
+and, on torch 2.11, builtins. `external_globals` records how to rebuild each (a builtin or a
+module by name, an object by module and qualified name, checked to be the same object now);
+`import_globals` rebuilds them at load.
 
 **Sources.** torch records the functions Dynamo traced (module and lines) but does not check them
-on load. `source_digests` hashes those lines at save and `check_sources` compares them at load: a
-library changed since the precompile refuses the artifact (PrecompiledArtifactError) rather than
-running a graph traced from the old code.
+on load. `source_digests` hashes the whole source file of each of those modules at save
+(module-level constants are baked into the graph as well) and `check_sources` compares them at
+load: a library changed since the precompile refuses the artifact (PrecompiledArtifactError)
+rather than running a graph traced from the old code.
 """
 from __future__ import annotations
 
