@@ -15,8 +15,9 @@ import types
 import pytest
 import torch
 
+import precompile_models
 import tritonize
-from tritonize import precompiled_checks as checks
+from tritonize import precompiled, precompiled_checks as checks
 from helpers import assert_same
 from precompile_models import Block, build, keeps_dtype
 
@@ -339,3 +340,87 @@ def test_a_module_is_precompiled_with_its_hooks(tmp_path, cache, device):
         expected = model(x)
         assert_same(tritonize.precompile(model, (x,), path)(x), expected)
         assert_same(tritonize.load_precompiled(path, model)(x), expected)
+
+
+# ----------------------------------------------------------------------------- module globals, submodules
+
+
+CONFIG = "SCALE = 2.0\n"
+USER = """import torch
+import scale_config
+from scale_config import SCALE as IMPORTED
+
+
+def through_module(x):
+    return x.sin() * scale_config.SCALE
+
+
+def imported(x):
+    return x.cos() * IMPORTED
+"""
+
+
+def test_constants_read_from_other_modules_are_checked_before_every_call(tmp_path, cache, monkeypatch):
+    (tmp_path / "scale_config.py").write_text(CONFIG)
+    (tmp_path / "scale_user.py").write_text(USER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config, user = importlib.import_module("scale_config"), importlib.import_module("scale_user")
+    x = torch.randn(8)
+    through_module = tritonize.precompile(user.through_module, (x,), tmp_path / "through.tritonize")
+    imported = tritonize.precompile(user.imported, (x,))
+    assert_same(through_module(x), x.sin() * 2) and assert_same(imported(x), x.cos() * 2)
+    monkeypatch.setattr(config, "SCALE", 3.0)
+    with pytest.raises(RuntimeError, match="guard check failed: .*SCALE is 3.0, it was 2.0 when precompiled"):
+        through_module(x)
+    assert_same(imported(x), user.imported(x))  # its own global IMPORTED is still 2.0
+    monkeypatch.setattr(user, "IMPORTED", 3)
+    with pytest.raises(RuntimeError, match="guard check failed: G\\['IMPORTED'\\] is 3, it was 2.0"):
+        imported(x)
+    monkeypatch.undo()
+    (tmp_path / "scale_config.py").write_text("SCALE = 4.0\n")  # the module it read is checked at load
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="the source of scale_config .* changed"):
+        tritonize.load_precompiled(tmp_path / "through.tritonize")
+
+
+def test_a_patched_submodule_forward_fails_the_call(tmp_path, cache, device, monkeypatch):
+    """Dynamo guards a submodule by its type only: tritonize checks each submodule class's forward."""
+    fn, model, x = precompiled_decorated(tmp_path, device)
+    monkeypatch.setattr(precompile_models.Attention, "forward", lambda self, x: x * 0)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="guard check failed: type\\(module._modules\\['inner'\\]"
+                                                            "._modules\\['attn'\\]\\).forward is the function"):
+        fn(x)
+
+
+class CallableForward:
+    """Not a descriptor: module.forward(x) calls it with x alone."""
+
+    def __call__(self, x):
+        return x * 2
+
+
+class WithCallableForward(torch.nn.Module):
+    forward = CallableForward()
+
+
+def test_a_forward_that_cannot_be_checked_or_is_set_on_the_instance_is_refused(cache):
+    x = torch.randn(4)
+    with pytest.raises(tritonize.CompileError, match="WithCallableForward.forward is a CallableForward, not a "
+                                                     "function"):
+        tritonize.precompile(WithCallableForward(), (x,))
+    model = Block(4)
+    model.forward = types.MethodType(lambda self, x: x * 2, model)
+    with pytest.raises(tritonize.CompileError, match="Block's forward is replaced on the instance"):
+        tritonize.precompile(model, (torch.randn(2, 3, 4),))
+
+
+def test_a_header_without_its_checks_or_a_module_gone_is_a_clear_error(tmp_path, cache):
+    from tritonize.runtime import disk_cache
+
+    path = tmp_path / "bare.tritonize"
+    header = {"format": precompiled.FUNCTION_FORMAT, "identity": {}}
+    path.write_bytes(disk_cache.frame(json.dumps(header).encode() + b"\n"))
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="header without globals, global_constants, sources"):
+        tritonize.load_precompiled(path)
+    with pytest.raises(tritonize.PrecompiledArtifactError, match="the module no_such_module_here it was traced from "
+                                                                 "cannot be imported"):
+        checks.check_sources([["no_such_module_here", None, "0" * 64]])

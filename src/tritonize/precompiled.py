@@ -93,10 +93,16 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
     from .config import make_options
 
     module = fn if isinstance(fn, torch.nn.Module) else None
+    if module is not None and "forward" in module.__dict__:
+        raise CompileError("precompile", f"{type(module).__name__}'s forward is replaced on the instance "
+                                         "(module.forward = ...), which torch cannot save: precompile a module "
+                                         "whose class defines its forward")
     traced = _with_own_globals(_call_module if module is not None else fn)
     args = ((module,) if module is not None else ()) + tuple(example_args)
     kwargs = dict(example_kwargs or {})
     recorder = checks.GuardRecorder(guard_filter_fn)
+    if module is not None:
+        _check_forward(recorder, module)
     hooks = checks.registered_global_hooks()
     if hooks:
         raise CompileError("precompile", f"global module hooks are registered ({', '.join(hooks)}): a precompiled "
@@ -110,11 +116,9 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
         try:
             aot_fn = compiled.aot_compile((args, kwargs))
         except torch._dynamo.exc.PackageError as err:
-            raise CompileError("precompile", f"torch cannot save a guard Dynamo needs for this function ({err}), "
-                                             "and tritonize cannot re-check it either: a guard on an object "
-                                             "without a name to find it by in another process") from err
-    if module is not None:
-        _check_forward(recorder, module)
+            raise CompileError("precompile", f"torch cannot save what Dynamo traced ({err}): a guard on an object "
+                                             "tritonize cannot find again by name in another process, or state "
+                                             "torch cannot serialize") from err
     function = PrecompiledFunction(aot_fn, _header(aot_fn, recorder, traced, args, kwargs))
     if path is not None:
         save(function, path)
@@ -130,8 +134,12 @@ def _check_forward(recorder, module) -> None:
     """Which forward the module call ran: Dynamo guards the identity of the forward of the frame
     it starts in, and here that frame is _call_module's. The class's forward must stay the same
     function and no instance attribute may replace it."""
-    recorder.checks["type(L['module']).forward"] = checks.fingerprint(type(module).forward)
-    recorder.checks["L['module'].__dict__.get('forward')"] = checks.fingerprint(module.__dict__.get("forward"))
+    identity = checks.fingerprint(type(module).forward)
+    if identity is None:
+        raise CompileError("precompile", f"{type(module).__name__}.forward is a {type(type(module).forward).__name__}, "
+                                         "not a function tritonize can check in another process")
+    recorder.checks["type(L['module']).forward"] = identity
+    recorder.checks["L['module'].__dict__.get('forward')"] = checks.fingerprint(None)
 
 
 def _with_own_globals(fn):
@@ -153,12 +161,21 @@ def _header(aot_fn, recorder, traced, args, kwargs) -> dict:
     if failing:
         raise CompileError("precompile", "Dynamo guards on the identity of objects that tritonize cannot find "
                                          "again by name: " + "; ".join(failing[:3]))
+    traced_globals = getattr(traced, "__globals__", {})
     try:
-        recipes = checks.external_globals(aot_fn._artifacts.runtime_env, getattr(traced, "__globals__", {}))
+        recipes = checks.external_globals(aot_fn._artifacts.runtime_env, traced_globals)
     except ValueError as err:
         raise CompileError("precompile", str(err)) from err
+    constants = checks.GlobalConstants.record(recorder.global_constants, traced_globals,
+                                              getattr(traced, "__module__", None))
+    try:
+        constants.verify()
+    except RuntimeError as err:
+        raise CompileError("precompile", f"the module globals it read cannot be re-checked: {err}") from err
+    traced_modules = {source.module for source in aot_fn.source_info().inlined_sources}
     return {"format": FUNCTION_FORMAT, "identity": recorder.checks, "globals": recipes,
-            "sources": checks.source_digests(aot_fn.source_info())}
+            "global_constants": {"constants": constants.constants, "roots": constants.roots},
+            "sources": checks.source_digests(traced_modules | recorder.global_modules)}
 
 
 class PrecompiledFunction:
@@ -168,10 +185,12 @@ class PrecompiledFunction:
     def __init__(self, aot_fn, header: dict):
         self.aot_fn, self.header = aot_fn, header
         self.identity = checks.IdentityChecks(header["identity"]) if header["identity"] else None
+        self.global_constants = checks.GlobalConstants(**header["global_constants"])
 
     def __call__(self, *args, **kwargs):
         if self.identity is not None:
             self.identity.verify(self.aot_fn.prepare_f_locals(*args, **kwargs))
+        self.global_constants.verify()
         hooks = checks.registered_global_hooks()
         if hooks:
             raise RuntimeError(f"tritonize precompiled function: guard check failed: global module hooks are "
@@ -200,6 +219,7 @@ def load_precompiled(path, module: torch.nn.Module | None = None, **torch_kwargs
     except Exception as err:  # torch's part of the file: not a pickle, other versions
         raise PrecompiledArtifactError(f"{path} cannot be loaded: {type(err).__name__}: {err}") from err
     function = PrecompiledFunction(aot_fn, header)
+    function.global_constants.bind()
     return functools.partial(function, module) if module is not None else function
 
 
@@ -217,7 +237,7 @@ def _read(path) -> tuple[dict, bytes]:
     if header.get("format") != FUNCTION_FORMAT:
         raise PrecompiledArtifactError(f"{path} has format {header.get('format')!r}; this tritonize reads "
                                        f"{FUNCTION_FORMAT!r}: precompile it again")
-    shapes = {"identity": dict, "globals": dict, "sources": list}
+    shapes = {"identity": dict, "globals": dict, "global_constants": dict, "sources": list}
     missing = [key for key, kind in shapes.items() if not isinstance(header.get(key), kind)]
     if missing:
         raise PrecompiledArtifactError(f"{path} has a header without {', '.join(missing)}: precompile it again")

@@ -40,10 +40,13 @@ import enum
 import hashlib
 import importlib
 import inspect
+import math
 import os
 import re
 import types
 from dataclasses import dataclass
+
+import torch
 
 from .errors import PrecompiledArtifactError
 
@@ -152,16 +155,28 @@ class GuardRecorder:
     decides, except for local guards torch cannot save: one on a function, class, code object,
     builtin, enum member or module is dropped and recorded (`checks`, keyed by expression) to be
     re-checked by tritonize; any other is kept unless the user's filter drops it, so that torch
-    refuses to save it (PackageError) rather than drop it silently as its default filter does."""
+    refuses to save it (PackageError) rather than drop it silently as its default filter does.
+
+    It also records what the dropped global guards were about: modules (`global_modules`, whose
+    source files are then checked like the traced ones) and plain constants (`global_constants`,
+    expression -> value, re-checked before every call), and the forward of every submodule class
+    (Dynamo guards a submodule by type only)."""
 
     def __init__(self, user_filter=None):
         self.user_filter = user_filter
         self.checks: dict[str, list] = {}
+        self.global_modules: set[str] = set()
+        self.global_constants: dict[str, object] = {}
+        self._module_classes: set[type] = set()
 
     def __call__(self, entries) -> list[bool]:
         keep = list((self.user_filter or torch_default_filter)(entries))
         for index, entry in enumerate(entries):
-            if entry.is_global or not _unsaveable(entry):
+            if entry.is_global:
+                self._note_global(entry)
+                continue
+            self._note_module_class(entry)
+            if not _unsaveable(entry):
                 continue
             if self.user_filter is not None and not keep[index]:
                 continue  # the user dropped it on purpose
@@ -170,6 +185,30 @@ class GuardRecorder:
                 self.checks[guard_expression(entry)] = identity
             keep[index] = identity is None
         return keep
+
+    def _note_global(self, entry) -> None:
+        if not entry.has_value:
+            return
+        if isinstance(entry.value, types.ModuleType):
+            self.global_modules.add(entry.value.__name__)
+        elif entry.guard_type in ("CONSTANT_MATCH", "EQUALS_MATCH") and _plain_constant(entry.value):
+            self.global_constants[guard_expression(entry)] = entry.value
+
+    def _note_module_class(self, entry) -> None:
+        value = entry.value if entry.has_value else None
+        if entry.guard_type != "TYPE_MATCH" or not isinstance(value, torch.nn.Module):
+            return
+        identity = fingerprint(type(value).forward)
+        if identity is not None and type(value) not in self._module_classes:
+            self._module_classes.add(type(value))
+            self.checks[f"type({guard_expression(entry)}).forward"] = identity
+
+
+def _plain_constant(value) -> bool:
+    """A value that JSON stores and compares exactly (finite floats only)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    return type(value) in (bool, int, str, type(None))
 
 
 # ----------------------------------------------------------------------------- checks at call time
@@ -204,7 +243,7 @@ class IdentityChecks:
             if last is not None and key[0] is last[0] and key[1] is last[1]:
                 continue
             now = fingerprint(value)
-            if now != self.expected[index]:
+            if now is None or now != self.expected[index]:
                 raise RuntimeError(f"tritonize precompiled function: guard check failed: "
                                    f"{readable(self.expressions[index])} is {_describe(now, value)}, it was "
                                    f"{_describe(self.expected[index])} when precompiled: precompile it again")
@@ -250,15 +289,23 @@ def _describe(identity, value=None) -> str:
 # ----------------------------------------------------------------------------- global module hooks
 
 
+def _call_hook_dicts() -> tuple[str, ...]:
+    from torch.nn.modules import module
+
+    return tuple(name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")
+                 and ("forward" in name or "backward" in name))
+
+
+CALL_HOOK_DICTS = _call_hook_dicts()  # torch.nn.modules.module's global forward/backward hook dicts
+
+
 def registered_global_hooks() -> list[str]:
     """The kinds of global module hooks (torch.nn.modules.module.register_module_forward_hook and
     the like) registered now. Dynamo's guards on them are global, which aot_compile drops: a
     precompiled function is only made, and only called, while there are none."""
     from torch.nn.modules import module
 
-    names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")
-             and ("forward" in name or "backward" in name)]
-    return [name[len("_global_"):] for name in names if getattr(module, name)]
+    return [name[len("_global_"):] for name in CALL_HOOK_DICTS if getattr(module, name)]
 
 
 # ----------------------------------------------------------------------------- globals
@@ -299,7 +346,7 @@ def _resolve(module: str, qualname: str):
         for part in qualname.split("."):
             value = getattr(value, part)
         return value
-    except (ImportError, AttributeError):
+    except Exception:  # not importable any more, or no such attribute
         return None
 
 
@@ -323,8 +370,86 @@ def import_globals(recipes: dict[str, list]) -> dict:
 def _import(module: str):
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except Exception:  # ImportError, or a module that no longer imports (SyntaxError...)
         return None
+
+
+# ----------------------------------------------------------------------------- global constants
+
+
+@dataclass
+class GlobalConstants:
+    """Plain constants Dynamo read from module globals (its guards on them are global, which
+    aot_compile drops): each expression (`G['SCALE']`, `G['__import_cfg'].SCALE`) is evaluated
+    before every call on the live module state and must give the saved value and type. `roots`
+    says what each `G[name]` is: ["module", module name] or ["global", module name] (that
+    module's own global `name`, read at each call)."""
+    constants: list  # [expression, value]
+    roots: dict
+
+    def __post_init__(self):
+        self.expected = [(type(value), value) for _, value in self.constants]
+        source = "(" + "".join(f"({expression}), " for expression, _ in self.constants) + ")"
+        self.code = compile(source, "<tritonize global checks>", "eval")
+        self.namespace = None
+
+    @staticmethod
+    def record(constants: dict, traced_globals: dict, traced_module: str) -> "GlobalConstants":
+        """The constants whose roots another process can find (a script's own globals cannot be)."""
+        kept, roots = [], {}
+        for expression, value in constants.items():
+            names = set(re.findall(r"\bG\[['\"]([^'\"]+)['\"]\]", expression))
+            recipes = {name: _root_recipe(traced_globals.get(name), traced_module) for name in names}
+            if names and all(recipes.values()):
+                kept.append([expression, value])
+                roots.update(recipes)
+        return GlobalConstants(kept, roots)
+
+    def bind(self) -> None:
+        """Finds the roots in this process (PrecompiledArtifactError when a module is gone)."""
+        live = {}
+        for name, (kind, module_name) in self.roots.items():
+            module = _import(module_name)
+            if module is None:
+                raise PrecompiledArtifactError(f"the module {module_name} it read {name} from cannot be imported here: "
+                                               "precompile it again")
+            live[name] = (kind, module)
+        self.namespace = _LiveGlobals(live)
+
+    def verify(self) -> None:
+        if not self.constants:
+            return
+        if self.namespace is None:
+            self.bind()
+        try:
+            values = eval(self.code, {"__builtins__": builtins, "G": self.namespace})  # noqa: S307
+        except Exception as err:
+            raise RuntimeError(f"tritonize precompiled function: guard check failed: reading the module globals it "
+                               f"was traced with raised {type(err).__name__}: {err}") from err
+        for (expression, _), value, (kind, saved) in zip(self.constants, values, self.expected):
+            if type(value) is not kind or value != saved:
+                raise RuntimeError(f"tritonize precompiled function: guard check failed: {readable(expression)} is "
+                                   f"{value!r}, it was {saved!r} when precompiled: precompile it again")
+
+
+def _root_recipe(value, traced_module: str) -> list | None:
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__]
+    if traced_module and traced_module != "__main__" and _import(traced_module) is not None:
+        return ["global", traced_module]
+    return None
+
+
+class _LiveGlobals:
+    """`G` for the global checks: a module root is the module, any other name is read from its
+    module's globals at each call."""
+
+    def __init__(self, roots: dict):
+        self.roots = roots
+
+    def __getitem__(self, name: str):
+        kind, module = self.roots[name]
+        return module if kind == "module" else vars(module)[name]
 
 
 # ----------------------------------------------------------------------------- sources
@@ -338,25 +463,33 @@ def _source_file(module_name: str) -> str | None:
         return None
 
 
-def _file_digest(path: str) -> str | None:
+def _module_digest(module_name: str, path: str | None) -> str | None:
+    """SHA-256 of the module's source: the file's bytes, or what its loader gives (a zip)."""
+    if path is not None:
+        try:
+            with open(path, "rb") as file:
+                return hashlib.sha256(file.read()).hexdigest()
+        except OSError:
+            pass
+    module = _import(module_name) if module_name != "__main__" else None
     try:
-        with open(path, "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()
-    except OSError:
-        return None
+        source = module.__loader__.get_source(module_name) if module is not None else None
+    except Exception:
+        source = None
+    return hashlib.sha256(source.encode()).hexdigest() if source is not None else None
 
 
-def source_digests(source_info) -> list[list]:
-    """[module, source file, SHA-256 of the whole file] for each module Dynamo traced code from
-    (the whole file: module-level constants and helpers are baked into the graph as well)."""
-    digests = {}
-    for source in source_info.inlined_sources:
-        if source.module not in digests:
-            path = _source_file(source.module)
-            digest = _file_digest(path) if path else None
-            if digest is not None:
-                digests[source.module] = [source.module, path, digest]
-    return [digests[name] for name in sorted(digests)]
+def source_digests(module_names) -> list[list]:
+    """[module, source file, SHA-256 of its whole source] for each module Dynamo traced code
+    from or read globals of (the whole file: module-level constants are baked into the graph
+    too). Modules without a source (compiled, builtin) have nothing to compare."""
+    digests = []
+    for name in sorted(set(module_names)):
+        path = _source_file(name)
+        digest = _module_digest(name, path)
+        if digest is not None:
+            digests.append([name, path, digest])
+    return digests
 
 
 def check_sources(digests: list[list]) -> None:
@@ -365,12 +498,12 @@ def check_sources(digests: list[list]) -> None:
     the module this process imports."""
     for module, saved_path, digest in digests:
         path = saved_path if module == "__main__" else _source_file(module)
-        if path is None:
+        if module != "__main__" and _import(module) is None:
             raise PrecompiledArtifactError(f"the module {module} it was traced from cannot be imported here: "
                                            "precompile it again")
-        now = _file_digest(path)
+        now = _module_digest(module, path)
         if now is None:
-            raise PrecompiledArtifactError(f"the source file {path} of {module}, which it was traced from, cannot be "
+            raise PrecompiledArtifactError(f"the source of {module} ({path}), which it was traced from, cannot be "
                                            "read: precompile it again")
         if now != digest:
             raise PrecompiledArtifactError(f"the source of {module} ({path}) changed since it was precompiled: "
