@@ -201,8 +201,7 @@ class PrecompiledFunction:
 def save(function: PrecompiledFunction, path) -> None:
     """The file (module docstring), written atomically."""
     torch_bytes = type(function.aot_fn).serialize(function.aot_fn).serialized_data
-    header = json.dumps(function.header, sort_keys=True).encode()
-    disk_cache.write_atomic(pathlib.Path(path), disk_cache.frame(header + b"\n" + torch_bytes))
+    disk_cache.write_atomic(pathlib.Path(path), _frame_with_header(function.header, torch_bytes))
 
 
 def load_precompiled(path, module: torch.nn.Module | None = None, **torch_kwargs):
@@ -225,15 +224,8 @@ def load_precompiled(path, module: torch.nn.Module | None = None, **torch_kwargs
 
 def _read(path) -> tuple[dict, bytes]:
     with open(path, "rb") as file:
-        data = file.read()
-    try:
-        header_line, _, torch_bytes = disk_cache.unframe(data).partition(b"\n")
-        header = json.loads(header_line)
-        if not isinstance(header, dict):
-            raise ValueError("no header")
-    except ValueError as err:
-        raise PrecompiledArtifactError(f"{path} is damaged ({err}): a truncated or corrupt file, or not a "
-                                       "tritonize precompiled function; precompile it again") from err
+        header, torch_bytes = _unframe_with_header(file.read(), f"{path} is", "a truncated or corrupt file, or not "
+                                                                               "a tritonize precompiled function")
     if header.get("format") != FUNCTION_FORMAT:
         raise PrecompiledArtifactError(f"{path} has format {header.get('format')!r}; this tritonize reads "
                                        f"{FUNCTION_FORMAT!r}: precompile it again")
@@ -311,25 +303,37 @@ def dump_inference(runner: CachedInference) -> bytes:
         raise CompileError("precompile", f"the compiled graph cannot be saved: {reason}")
     header = {"format": FORMAT, "versions": versions(), "gpus": runner.gpus,
               "disable_autocast": runner.disable_autocast}
-    return disk_cache.frame(json.dumps(header, sort_keys=True).encode() + b"\n" + graph)
+    return _frame_with_header(header, graph)
 
 
 def load_inference(data: bytes) -> CachedInference:
     """The graph dump_inference saved, ready to run; PrecompiledArtifactError if it cannot be."""
-    try:
-        header_line, _, graph = disk_cache.unframe(bytes(data)).partition(b"\n")
-        header = json.loads(header_line)
-        if not isinstance(header, dict):
-            raise ValueError("no header")
-    except ValueError as err:
-        raise PrecompiledArtifactError(f"the compiled graph is damaged ({err}): a truncated or corrupt "
-                                       "file; precompile it again") from err
+    header, graph = _unframe_with_header(bytes(data), "the compiled graph is", "a truncated or corrupt file")
     check_header(header)
     try:
         compiled = graph_cache.load_graph(graph)
     except Exception as err:
         raise PrecompiledArtifactError(f"the compiled graph does not load: {type(err).__name__}: {err}") from err
     return CachedInference(compiled, bool(header["disable_autocast"]), header["gpus"])
+
+
+def _frame_with_header(header: dict, payload: bytes) -> bytes:
+    """Both of this module's formats: a JSON header line, then the payload, framed (length and
+    SHA-256, runtime/disk_cache.py)."""
+    return disk_cache.frame(json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
+
+
+def _unframe_with_header(data: bytes, subject: str, likely: str) -> tuple[dict, bytes]:
+    """(header, payload) of _frame_with_header's bytes; PrecompiledArtifactError saying what is
+    damaged and how ("<subject> damaged (<why>): <likely>; precompile it again")."""
+    try:
+        header_line, _, payload = disk_cache.unframe(data).partition(b"\n")
+        header = json.loads(header_line)
+        if not isinstance(header, dict):
+            raise ValueError("no header")
+    except ValueError as err:
+        raise PrecompiledArtifactError(f"{subject} damaged ({err}): {likely}; precompile it again") from err
+    return header, payload
 
 
 def check_header(header: dict) -> None:

@@ -289,23 +289,17 @@ def _describe(identity, value=None) -> str:
 # ----------------------------------------------------------------------------- global module hooks
 
 
-def _call_hook_dicts() -> tuple[str, ...]:
-    from torch.nn.modules import module
-
-    return tuple(name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")
-                 and ("forward" in name or "backward" in name))
-
-
-CALL_HOOK_DICTS = _call_hook_dicts()  # torch.nn.modules.module's global forward/backward hook dicts
+# torch.nn.modules.module's global forward/backward hook dicts
+CALL_HOOK_DICTS = tuple(name for name in vars(torch.nn.modules.module) if name.startswith("_global_")
+                        and name.endswith("hooks") and ("forward" in name or "backward" in name))
 
 
 def registered_global_hooks() -> list[str]:
     """The kinds of global module hooks (torch.nn.modules.module.register_module_forward_hook and
     the like) registered now. Dynamo's guards on them are global, which aot_compile drops: a
     precompiled function is only made, and only called, while there are none."""
-    from torch.nn.modules import module
-
-    return [name[len("_global_"):] for name in CALL_HOOK_DICTS if getattr(module, name)]
+    hooks = vars(torch.nn.modules.module)
+    return [name[len("_global_"):] for name in CALL_HOOK_DICTS if hooks[name]]
 
 
 # ----------------------------------------------------------------------------- globals
