@@ -38,7 +38,9 @@ class UserKernelCall:
     tma_metadata: dict
     args: dict[str, Any]         # parameter -> TensorArg (graph tensors) or a Python value
     outputs: list[UserKernelOutput]
-    functional_outputs: tuple[str, ...]  # arguments the graph itself treats as written
+    # Arguments that are graph inputs themselves (not a copy or view of one) which the traced
+    # program writes through this kernel: only these may be overwritten in place.
+    writes_graph_inputs: tuple[str, ...]
     access_note: str             # how the written set was found (for the report)
     origin: str
     in_place: set[str] = dataclasses.field(default_factory=set)

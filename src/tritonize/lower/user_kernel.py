@@ -45,7 +45,7 @@ def lower_user_kernel(ctx, node, *, kernel_idx, constant_args_idx, grid, tma_des
     written, note = _written_arguments(node, kernel, fx_values, kwargs, constants, tma_descriptor_metadata)
     call = UserKernelCall(ctx.new_name("user_kernel"), kernel, kernel_name(kernel), [tuple(g) for g in grid],
                           dict(tma_descriptor_metadata), {**args, **constants}, [],
-                          tuple(tensors_to_clone), note, ctx.origin())
+                          _written_graph_inputs(fx_values, tensors_to_clone), note, ctx.origin())
     result = {}
     for name in written:
         arg = args[name]
@@ -64,6 +64,14 @@ def lower_user_kernel(ctx, node, *, kernel_idx, constant_args_idx, grid, tma_des
 def lower_user_kernel_mutation(ctx, node, **kwargs):
     raise CompileError("lowering", "a user kernel call that writes in place reached the compiler; "
                        "graphs must be functionalized (AOTAutograd does this)", node)
+
+
+def _written_graph_inputs(fx_values, tensors_to_clone) -> tuple[str, ...]:
+    """The written arguments that are graph inputs as they are: the program overwrites its
+    caller's tensor there. An argument computed from an input (`x.clone()`, `x[1:]`, `x + 0`)
+    may lower to a view of the input's buffer, but the caller's tensor must keep its contents."""
+    return tuple(name for name in tensors_to_clone
+                 if getattr(fx_values[name], "op", None) == "placeholder")
 
 
 def _argument(ctx, fx_value, value):

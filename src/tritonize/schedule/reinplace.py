@@ -8,9 +8,12 @@ user kernel writes (in execution order), the kernel writes in place when:
   output reads the buffer, nor an earlier in-place output that shares its memory (dead
   computed buffers, which the scheduler drops, do not count);
 * the buffer is ours to overwrite: computed by a generated kernel, allocated, returned by a
-  library call or a copy, or a graph input that the graph itself reports as written (its new
-  value is copied back into it after the call anyway, which then costs nothing); never a
-  constant, nor the result of an aten fallback (which may be a view of another tensor).
+  library call or a copy, or a graph input that the traced program passes to this kernel as it
+  is, so that eager writes the caller's tensor too (its new value is copied back into it after
+  the call anyway, which then costs nothing); never a graph input reached through a copy or a
+  view the lowering folded away (`x.clone()` lowers to a view of x's buffer, but the caller's x
+  must keep its contents), never a constant, nor the result of an aten fallback (which may be a
+  view of another tensor).
 
 Otherwise the argument is copied first, and the reason is kept for the report.
 """
@@ -56,8 +59,8 @@ def _owner_problem(graph: GraphIR, producer, root: str, call: UserKernelCall, ar
     if isinstance(buffer, InputBuffer):
         if buffer.position < 0:
             return f"{root} is a constant of the graph"
-        if arg_name not in call.functional_outputs:
-            return f"{root} is a graph input the graph does not write"
+        if arg_name not in call.writes_graph_inputs:
+            return f"{root} is a graph input the program does not pass to this kernel as it is"
         return None
     if isinstance(producer, ExternCall) and producer.kind == "fallback":
         return f"{root} comes from the aten fallback {producer.target} and may share memory"
