@@ -89,10 +89,23 @@ def test_debug_dir_writes_every_stage(tmp_path, device):
     assert report.graphs == 1
 
 
-def test_dynamic_shapes_run_through_aten_and_are_reported(device):
-    fn = torch.compile(lambda x: x * 2, backend="tritonize", dynamic=True)
+def test_graph_run_through_aten_warns_with_the_reason(monkeypatch, device):
+    import tritonize.pipeline as pipeline
+    from tritonize.errors import Unsupported
+
+    def refuse(*args, **kwargs):
+        raise Unsupported("a planted reason")
+
+    monkeypatch.setattr(pipeline, "lower_graph", refuse)
     x = torch.randn(7, device=device)
-    assert_same(fn(x), x * 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same(torch.compile(user_function_with_sin, backend="tritonize")(x), user_function_with_sin(x))
+        report = tritonize.explain(user_function_with_sin, x)
+    assert report.fallbacks == {"<whole graph>": 1}
+    assert "a planted reason" in report.fallback_reasons["<whole graph>"]
+    messages = [str(w.message) for w in caught if "a planted reason" in str(w.message)]
+    assert len(messages) == 2 and all(m.startswith("tritonize: graph") for m in messages)
 
 
 def test_wrapper_runs_as_a_script(tmp_path, device):
