@@ -26,6 +26,7 @@ from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
 from .ir.nodes import ExternCall
+from .ir.sizes import has_symbolic_sizes
 from .ir.scatter import ScatterOp
 from .ir.user_kernel import UserKernelCall
 from .lower.graph import lower_graph
@@ -77,9 +78,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         reason = f"graph runs through aten: {err}"
         warnings.warn(f"tritonize: graph {graph_id} {reason}", stacklevel=2)
         return eager_graph(gm, reason)
-    except CompileError as err:
-        return _on_failure(gm, options, err)
-    except Exception as err:  # a bug in the compiler: say where, never run wrong code
+    except Exception as err:
+        if has_symbolic_sizes(example_inputs):  # symbolic sizes are lowered stage by stage
+            return _symbolic_sizes_not_lowered(gm, graph_id, err)
+        if isinstance(err, CompileError):
+            return _on_failure(gm, options, err)
+        # a bug in the compiler: say where, never run wrong code
         return _on_failure(gm, options, CompileError("codegen", f"{type(err).__name__}: {err}"))
     module.CONSTANTS.update(constants)
     user_kernels = [op for op in plan.steps if isinstance(op, UserKernelCall)]
@@ -90,8 +94,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
          if isinstance(op, ExternCall) and op.kind == "fallback"],
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
         wrapper,
-        clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()])
-    output_strides = [tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
+        clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()],
+        guards=list(graph.sizes.guards) if graph.sizes is not None else [])
+    output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
+        tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
     return CompiledGraph(module.call, artifacts, constants, output_strides)
 
 
@@ -128,7 +134,10 @@ def render_kernels(plan, graph, dump):
             continue
         name = kernel_name(step, len(kernels))
         render = _renderer(step)
-        rendered = render(step, graph.buffers, name)
+        if render is render_kernel:
+            rendered = render(step, graph.buffers, name, graph.sizes if graph.is_symbolic else None)
+        else:
+            rendered = render(step, graph.buffers, name)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
         if body_key not in by_body:
@@ -168,6 +177,15 @@ def eager_graph(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:
         return result
 
     return CompiledGraph(run, GraphArtifacts([], [("<whole graph>", reason)], [], "", reason))
+
+
+def _symbolic_sizes_not_lowered(gm, graph_id: int, err: Exception) -> CompiledGraph:
+    """A dynamic graph that meets a construct not generated for symbolic sizes yet (see
+    docs/design.md, "Dynamic shapes", stages) runs through aten, with a warning that says what."""
+    first_line = str(err).splitlines()[0] if str(err) else ""
+    reason = f"graph runs through aten: symbolic sizes not lowered here yet ({type(err).__name__}: {first_line})"
+    warnings.warn(f"tritonize: graph {graph_id} {reason}", stacklevel=2)
+    return eager_graph(gm, reason)
 
 
 def _on_failure(gm, options, error: CompileError) -> CompiledGraph:

@@ -24,6 +24,7 @@ class GraphArtifacts:
     eager_reason: str | None = None
     clones: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (user kernel, arg, why)
     role: str = "inference"  # which AOTAutograd graph: "inference", "forward" or "backward"
+    guards: list[str] = dataclasses.field(default_factory=list)  # on symbolic sizes, added by compiling
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
@@ -36,6 +37,7 @@ class GraphArtifacts:
             lines.append(f"  fallback {op} x{n}: {reasons[op]}")
         for kernel, arg, reason in self.clones:
             lines.append(f"  clone of {kernel}({arg}): {reason}")
+        lines += [f"  guard on sizes: {guard}" for guard in self.guards]
         return lines
 
 

@@ -13,11 +13,13 @@ def print_index(expr: sympy.Expr) -> str:
     if expr.is_Symbol:
         return expr.name
     if isinstance(expr, FloorDiv):
-        return f"({print_index(expr.args[0])} // {int(expr.args[1])})"
+        return f"({print_index(expr.args[0])} // {_operand(expr.args[1])})"
     if isinstance(expr, ModularIndexing):
         x, d, n = expr.args
-        inner = print_index(x) if d == 1 else f"({print_index(x)} // {int(d)})"
-        return f"({inner} % {int(n)})"
+        inner = print_index(x) if d == 1 else f"({print_index(x)} // {_operand(d)})"
+        return f"({inner} % {_operand(n)})"
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # a symbolic size squared...
+        return "(" + " * ".join([_operand(expr.base)] * int(expr.exp)) + ")"
     if expr.is_Add:
         return _print_add(expr)
     if expr.is_Mul:
@@ -29,6 +31,12 @@ def print_index(expr: sympy.Expr) -> str:
         factors = [print_index(f) for f in expr.args]
         return " * ".join(factors)
     raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def _operand(expr: sympy.Expr) -> str:
+    """An operand of `//` or `%`: an int, a symbol, or a parenthesized expression."""
+    text = print_index(expr)
+    return text if expr.is_Integer or expr.is_Symbol else f"({text})"
 
 
 def _print_add(expr: sympy.Expr) -> str:

@@ -55,14 +55,16 @@ def _product(values) -> int:
     return result
 
 
-def plan_iteration(size, dims, store_strides, expressions) -> IterationSpace:
+def plan_iteration(size, dims, store_strides, expressions, hint=int) -> IterationSpace:
+    """hint: a symbolic size's value at the example sizes (ir/sizes.py), which orders dims and
+    chooses the tiling: choices for speed, correct at any size."""
     ranges = {d: s for d, s in zip(dims, size)}
     trivial = {d: sympy.Integer(0) for d, s in zip(dims, size) if s == 1}
     current = {e: simplify_with_ranges(sympy.sympify(e).xreplace(trivial), ranges) for e in expressions}
-    order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: -store_strides[k])
+    order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: -hint(store_strides[k]))
     space = [(dims[k], size[k]) for k in order]
     space, current = merge_dims(space, current)
-    split = _tile_split(space, current.values())
+    split = _tile_split(space, current.values(), hint)
     y_part, x_part = space[:split], space[split:]
     renames = {}
     x_dims = _rename(list(reversed(x_part)), "x", renames)
@@ -105,7 +107,7 @@ def merge_dims(space, current, prefix: str = "m", other_ranges=None):
     return space, current
 
 
-def _tile_split(space, expressions) -> int:
+def _tile_split(space, expressions, hint=int) -> int:
     """Index in `space` where the Y group ends, or 0 for a 1-D kernel."""
     if len(space) < 2:
         return 0
@@ -119,8 +121,8 @@ def _tile_split(space, expressions) -> int:
         if not unit:
             continue
         split = unit[0] + 1
-        y_extent = _product(n for _, n in space[:split])
-        x_extent = _product(n for _, n in space[split:])
+        y_extent = hint(_product(n for _, n in space[:split]))
+        x_extent = hint(_product(n for _, n in space[split:]))
         if y_extent >= MIN_TILE_EXTENT and x_extent >= MIN_TILE_EXTENT:
             return split
     return 0

@@ -12,8 +12,10 @@ import dataclasses
 
 import sympy
 
+from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer
+from ..ir.sizes import SizeOracle, is_symbolic
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, upper_bound
 from ..runtime.heuristics import MAX_BLOCK_1D, MAX_BLOCK_2D
 from ..schedule.fusion import KernelGroup
@@ -55,15 +57,31 @@ class RenderedKernel:
     rnumel: int = 1
     hint: str = ""  # reductions: "inner" or "outer" (which way the inputs are contiguous)
     checks: bool = False  # calls runtime/index_checks.py (launched in debug mode on the GPU)
+    # Symbolic sizes: the numels as source over the kernel's size parameters ({"xnumel": "ks0 *
+    # 3"}), from which the runtime computes each launch's grid; empty for a static kernel.
+    numel_exprs: dict = dataclasses.field(default_factory=dict)
 
 
-def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKernel:
+def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
+    """sizes: the graph's SizeOracle when its sizes are symbolic (ir/sizes.py)."""
     dims = dim_vars(len(group.size))
     stores = [(b, b.layout.index(dims)) for b in group.stored]
     first = (group.stored or group.buffers)[0]
     expressions = _index_expressions(group, stores)
-    space = plan_iteration(group.size, dims, first.layout.stride, expressions)
-    writer = _BodyWriter(space, buffers, _needs_int64(space, buffers, group))
+    symbolic = sizes is not None and _is_symbolic_group(group, expressions, sizes)
+    hint = sizes.hint if symbolic else int
+    space = plan_iteration(group.size, dims, first.layout.stride, expressions, hint)
+    size_params = None
+    if symbolic:
+        _check_symbolic_group(group)
+        use_int64 = _needs_int64_symbolic(space, buffers, group, sizes)
+        hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
+        size_params = SizeParameters.of(space)
+        space = size_params.rename_space(space)  # from here on, sizes are the kernel's parameters
+    else:
+        use_int64 = _needs_int64(space, buffers, group)
+        hints = (space.xnumel, space.ynumel)
+    writer = _BodyWriter(space, buffers, use_int64, sizes if symbolic else None)
     for buffer in group.buffers:
         value = writer.render(buffer.body, writer.base_mask)
         writer.stored_values[(buffer.name, space.rewrite[buffer.layout.index(dims)])] = value
@@ -71,9 +89,65 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str) -> RenderedKerne
             writer.store(buffer, space.rewrite[buffer.layout.index(dims)], value)
     stored = [b.name for b, _ in stores]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n) for n in stored]
+    arg_names = writer.loaded + stored
+    numel_exprs = {}
+    if size_params is not None:
+        params += size_params.names
+        arg_names += size_params.arguments
+        numel_exprs = {"xnumel": print_index(space.xnumel), "ynumel": print_index(space.ynumel)}
     source = _assemble(name, params, space, writer, group)
-    return RenderedKernel(name, source, "pointwise", writer.loaded + stored, space.xnumel, space.ynumel,
-                          group.origins(), checks=writer.has_checks)
+    return RenderedKernel(name, source, "pointwise", arg_names, *hints, group.origins(),
+                          checks=writer.has_checks, numel_exprs=numel_exprs)
+
+
+class SizeParameters:
+    """The symbolic sizes a kernel needs, as int parameters `ks0, ks1...` (named by role, so
+    kernels alike but for their sizes share a source); `arguments` are the wrapper's symbols."""
+
+    def __init__(self, symbols: list):
+        self.arguments = [s.name for s in symbols]
+        self.names = [f"ks{k}" for k in range(len(symbols))]
+        self.renames = {s: sympy.Symbol(n, integer=True, positive=True) for s, n in zip(symbols, self.names)}
+
+    @classmethod
+    def of(cls, space: IterationSpace) -> "SizeParameters":
+        index_symbols = {s for s, _ in space.x_dims + space.y_dims}
+        found: list = []
+        for expr in [space.xnumel, space.ynumel, *space.rewrite.values()]:
+            free = sympy.sympify(expr).free_symbols - index_symbols
+            for symbol in sorted((s for s in free if not ex.is_indirect_symbol(s)), key=lambda s: s.name):
+                if symbol not in found:
+                    found.append(symbol)
+        return cls(found)
+
+    def rename(self, expr):
+        return sympy.sympify(expr).xreplace(self.renames)
+
+    def rename_space(self, space: IterationSpace) -> IterationSpace:
+        return IterationSpace([(s, self.rename(n)) for s, n in space.x_dims],
+                              [(s, self.rename(n)) for s, n in space.y_dims],
+                              {e: self.rename(v) for e, v in space.rewrite.items()})
+
+
+def _is_symbolic_group(group: KernelGroup, expressions, sizes: SizeOracle) -> bool:
+    return any(sizes.is_size_symbol(s) for v in [*group.size, *expressions] for s in sympy.sympify(v).free_symbols)
+
+
+def _check_symbolic_group(group: KernelGroup) -> None:
+    """What stage 1 of dynamic shapes generates (docs/design.md): plain and masked loads."""
+    for buffer in group.buffers:
+        if any(e.op == "indirect" for e in ex.walk(buffer.body)):
+            raise Unsupported("indirect indexing with symbolic sizes is not generated yet")
+
+
+def _needs_int64_symbolic(space: IterationSpace, buffers: dict, group: KernelGroup, sizes: SizeOracle) -> bool:
+    """int32 indices when the iteration space and every buffer the kernel touches hold fewer
+    than 2^31 elements: each index is then below one of those (views stay inside their
+    buffer), guarded through the ShapeEnv when not proven."""
+    touched = {e.args[0] for b in group.buffers for e in ex.walk(b.body) if e.op == "load"}
+    touched |= {b.name for b in group.stored}
+    extents = [space.xnumel * space.ynumel] + [buffers[n].layout.storage_span() for n in sorted(touched)]
+    return not all(sizes.guard_at_most(e, INT32_LIMIT) for e in extents)
 
 
 def _index_expressions(group: KernelGroup, stores) -> list:
@@ -100,8 +174,9 @@ def _needs_int64(space: IterationSpace, buffers: dict, group: KernelGroup) -> bo
 
 
 class _BodyWriter:
-    def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool):
+    def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool, sizes: SizeOracle | None = None):
         self.space = space
+        self.sizes = sizes  # symbolic sizes: the space's sizes are then the kernel's parameters
         self.buffers = buffers
         self.use_int64 = use_int64
         self.lines: list[str] = []
@@ -115,11 +190,19 @@ class _BodyWriter:
 
     def _base_mask(self):
         masks = []
-        if self.space.xnumel % (MAX_BLOCK_2D if self.space.is_2d else MAX_BLOCK_1D):
+        if not self._multiple(self.space.xnumel, MAX_BLOCK_2D if self.space.is_2d else MAX_BLOCK_1D):
             masks.append("xmask")
-        if self.space.is_2d and self.space.ynumel % MAX_BLOCK_2D:
+        if self.space.is_2d and not self._multiple(self.space.ynumel, MAX_BLOCK_2D):
             masks.append("ymask")
         return " & ".join(masks) if masks else None
+
+    def _multiple(self, numel, block: int) -> bool:
+        """Whether numel is a multiple of the largest block: a symbolic numel is masked (that a
+        size is a multiple of 8192 at every size is rarely known)."""
+        return not is_symbolic(numel) and int(numel) % block == 0
+
+    def numel_text(self, numel) -> str:
+        return print_index(numel) if self.sizes is not None else str(numel)
 
     def pointer(self, buffer_name: str, stored: bool = False) -> str:
         """Kernel parameters are named by role (in_ptr0, out_ptr0), so identical kernels over
@@ -223,10 +306,10 @@ def _dim_lines(dims, flat: str) -> list[str]:
 def _assemble(name: str, params: list[str], space: IterationSpace, writer: _BodyWriter,
               group: KernelGroup) -> str:
     offset_type = ".to(tl.int64)" if writer.use_int64 else ""
-    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {space.xnumel}"]
+    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {writer.numel_text(space.xnumel)}"]
     if space.is_2d:
         lines += [
-            f"ynumel = {space.ynumel}",
+            f"ynumel = {writer.numel_text(space.ynumel)}",
             "pid = tl.program_id(0)",
             "x_tiles = (xnumel + XBLOCK - 1) // XBLOCK",
             f"yindex = ((pid // x_tiles){offset_type} * YBLOCK + tl.arange(0, YBLOCK))[:, None]",

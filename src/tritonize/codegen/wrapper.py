@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 
+import sympy
 import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
+from .index_printer import print_index
 from .user_kernel import user_kernel_lines
 
 aten = torch.ops.aten
@@ -36,9 +38,10 @@ class WrapperWriter:
 
     def allocation(self, layout) -> str:
         """The expression that allocates a buffer of this layout."""
+        size, stride = sizes_text(layout.size), sizes_text(layout.stride)
         if layout.device.type == "cuda" and self.cuda_index is not None:
-            return f"empty_strided_cuda({layout.size}, {layout.stride}, {layout.dtype})"
-        return f"empty_strided({layout.size}, {layout.stride}, dtype={layout.dtype}, device={str(layout.device)!r})"
+            return f"empty_strided_cuda({size}, {stride}, {layout.dtype})"
+        return f"empty_strided({size}, {stride}, dtype={layout.dtype}, device={str(layout.device)!r})"
 
     def kernel_call(self, kernel_var: str) -> str:
         """How the wrapper calls a generated kernel: on the GPU through its fast launch path."""
@@ -54,10 +57,12 @@ class WrapperWriter:
             if value.is_plain:
                 return value.buffer_name
             view = "reinterpret_tensor" if fresh_result else "view_tensor"
-            return (f"{view}({value.buffer_name}, {tuple(value.size)}, "
-                    f"{tuple(value.stride)}, {value.offset})")
+            return (f"{view}({value.buffer_name}, {sizes_text(value.size)}, "
+                    f"{sizes_text(value.stride)}, {print_index(value.offset)})")
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
+        if isinstance(value, sympy.Expr):  # a symbolic size: the wrapper has its symbols bound
+            return print_index(value)
         if isinstance(value, float):
             return repr(value) if math.isfinite(value) else f'float("{value}")'
         if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
@@ -100,6 +105,12 @@ def _last_uses(steps: list, graph: GraphIR) -> dict[str, int]:
     return last
 
 
+def sizes_text(values) -> str:
+    """A tuple of sizes or strides as source; symbolic ones over the wrapper's bound symbols."""
+    texts = [print_index(v) for v in values]
+    return f"({', '.join(texts)}{',' if len(texts) == 1 else ''})"
+
+
 def _layout_key(buffer: Buffer):
     layout = buffer.layout
     return (layout.size, layout.stride, layout.dtype, str(layout.device))
@@ -122,14 +133,21 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
         checks = ", checks=True" if kernel.checks else ""
         header.append(f"{name} = load_kernel('''")
         header.append(kernel.source.rstrip("\n"))
+        numels = f", numel_exprs={kernel.numel_exprs!r}" if kernel.numel_exprs else ""
         header.append(f"''', {name!r}, kind={kernel.kind!r}, xnumel={kernel.xnumel}, ynumel={kernel.ynumel}, "
-                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}{checks}, mode={mode!r},")
+                      f"rnumel={kernel.rnumel}, hint={kernel.hint!r}, device={device!r}{checks}, mode={mode!r}"
+                      f"{numels},")
         header.append(f"    arg_dtypes={_arg_dtypes(graph, kernel.arg_names)})")
-    specs = [f"    ({b.layout.size}, {b.layout.stride}, {b.layout.dtype}, {str(b.layout.device)!r}),"
-             for b in graph.inputs]
+    specs = [f"    ({_example(graph, b.layout.size)}, {_example(graph, b.layout.stride)}, {b.layout.dtype}, "
+             f"{str(b.layout.device)!r})," for b in graph.inputs]
     footer = ["", "", "INPUTS = [", *specs, "]", "", 'if __name__ == "__main__":',
               "    benchmark_main(call, INPUTS)", ""]
     return "\n".join(header + ["", ""] + body + footer), writer.constants
+
+
+def _example(graph: GraphIR, values) -> tuple:
+    """Sizes at the example the graph was compiled for (the script benchmarks on those)."""
+    return tuple(graph.sizes.hint(v) if graph.sizes is not None else int(v) for v in values)
 
 
 def _arg_dtypes(graph: GraphIR, names: list[str]) -> str:
@@ -146,12 +164,14 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
         lines += [f"    if current_cuda_device() != {writer.cuda_index}:  # buffers and launches below use cuda:{writer.cuda_index}",
                   f"        with torch.cuda.device({writer.cuda_index}):",
                   "            return call(args)"]
-    names = [b.name for b in graph.inputs]
+    names = graph.arg_names or [b.name for b in graph.inputs]
     if names:
         lines.append(f"    {', '.join(names)}, = args")
     lines.append("    args.clear()")
+    lines += [f"    {symbol} = {source}" for symbol, source in graph.symbol_sources.items()]
     for b in graph.inputs:
-        lines.append(f"    assert_size_stride({b.name}, {b.layout.size}, {b.layout.stride}, {b.name!r})")
+        lines.append(f"    assert_size_stride({b.name}, {sizes_text(b.layout.size)}, {sizes_text(b.layout.stride)}, "
+                     f"{b.name!r})")
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
@@ -209,15 +229,16 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
             return [f"    {out.name} = matmul_padded_columns({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
         if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
-            lines.append(f"    {out.name} = ensure_layout({out.name}, {out.layout.size}, {out.layout.stride})")
+            lines.append(f"    {out.name} = ensure_layout({out.name}, {sizes_text(out.layout.size)}, "
+                         f"{sizes_text(out.layout.stride)})")
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]
     for out in call.outputs:
         if out.buffer.name not in used:
             continue
         path = "".join(f"[{k}]" for k in out.path)
-        lines.append(f"    {out.buffer.name} = ensure_layout({call.name}{path}, {out.buffer.layout.size}, "
-                     f"{out.buffer.layout.stride})")
+        lines.append(f"    {out.buffer.name} = ensure_layout({call.name}{path}, {sizes_text(out.buffer.layout.size)}, "
+                     f"{sizes_text(out.buffer.layout.stride)})")
     lines.append(f"    del {call.name}")
     return lines
 
@@ -231,6 +252,8 @@ def pads_matmul_columns(call: ExternCall) -> bool:
     layout = call.outputs[0].buffer.layout
     if layout.device.type != "cuda" or layout.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
+    if not all(isinstance(s, int) for s in layout.size + call.args[PADDABLE_MATMULS[call.target]].size):
+        return False  # symbolic sizes: whether padding pays is not known when generating
     if call.target == aten.addmm.default and len(call.args[0].size) != 1:
         return False  # only a bias along the columns is padded
     rows, cols = layout.size

@@ -52,7 +52,7 @@ def contiguous_strides(size) -> tuple[int, ...]:
     strides, running = [], 1
     for s in reversed(size):
         strides.append(running)
-        running *= max(s, 1)
+        running *= max(s, 1) if isinstance(s, int) else s  # a symbolic size is >= 2 (ir/sizes.py)
     return tuple(reversed(strides))
 
 
@@ -90,7 +90,7 @@ def strided_view_of(value: TensorValue):
         return None
     dims = dim_vars(value.rank)
     coeffs = affine_coefficients(body.args[1], dims)
-    if coeffs is None or any(c < 0 for c in coeffs.values()):
+    if coeffs is None or any(c < 0 if isinstance(c, int) else not c.is_nonnegative for c in coeffs.values()):
         return None
     stride = tuple(coeffs.get(d, 0) for d in dims)
     return body.args[0], value.size, stride, coeffs.get(1, 0)
@@ -220,6 +220,15 @@ class GraphIR:
     outputs: list[GraphOutput]
     constants: dict[str, torch.Tensor]
     buffers: dict[str, Buffer]
+    arg_names: list[str] = dataclasses.field(default_factory=list)  # every placeholder, in order
+    # Symbolic sizes (ir/sizes.py): where the wrapper reads each symbol ("arg0_1",
+    # "arg2_1.size(1)"), and the oracle that answered the graph's questions about them.
+    symbol_sources: dict = dataclasses.field(default_factory=dict)
+    sizes: Any = None
+
+    @property
+    def is_symbolic(self) -> bool:
+        return bool(self.symbol_sources)
 
     def producer_of(self) -> dict[str, Any]:
         table = {}

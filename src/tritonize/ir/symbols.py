@@ -102,11 +102,15 @@ class ModularIndexing(sympy.Function):
 
 
 def upper_bound(expr: sympy.Expr, ranges: dict) -> int | None:
-    """Largest value expr can take when each symbol s lies in [0, ranges[s]); None if unknown."""
+    """Largest value expr can take when each symbol s lies in [0, ranges[s]); None if unknown
+    (a symbolic range or divisor counts as unknown)."""
     if expr.is_Integer:
         return int(expr)
     if expr.is_Symbol:
-        return ranges[expr] - 1 if expr in ranges else None
+        extent = ranges.get(expr)
+        return int(extent) - 1 if isinstance(extent, int) or getattr(extent, "is_Integer", False) else None
+    if isinstance(expr, (FloorDiv, ModularIndexing)) and not all(a.is_Integer for a in expr.args[1:]):
+        return None
     if isinstance(expr, FloorDiv):
         hi = upper_bound(expr.args[0], ranges)
         return None if hi is None else hi // int(expr.args[1])
@@ -132,11 +136,11 @@ def simplify_with_ranges(expr: sympy.Expr, ranges: dict) -> sympy.Expr:
         if not e.args:
             return e
         e = e.func(*[visit(a) for a in e.args])
-        if isinstance(e, FloorDiv):
+        if isinstance(e, FloorDiv) and e.args[1].is_Integer:
             hi = upper_bound(e.args[0], ranges)
             if hi is not None and hi < int(e.args[1]):
                 return sympy.Integer(0)
-        if isinstance(e, ModularIndexing):
+        if isinstance(e, ModularIndexing) and e.args[1].is_Integer and e.args[2].is_Integer:
             x, d, n = e.args
             hi = upper_bound(x, ranges)
             if hi is not None and hi < int(d) * int(n):
@@ -153,10 +157,16 @@ def simplify_with_ranges(expr: sympy.Expr, ranges: dict) -> sympy.Expr:
 def _as_digit(term):
     """term == coeff * digits(x, d, n) with n None for 'all higher digits'; else None."""
     coeff, rest = term.as_coeff_Mul()
+    if not isinstance(rest, (ModularIndexing, FloorDiv)):  # a symbolic size may stand in coeff's place
+        factors = [f for f in sympy.Mul.make_args(term) if isinstance(f, (ModularIndexing, FloorDiv))]
+        if len(factors) != 1:
+            return None
+        rest = factors[0]
+        coeff = sympy.simplify(term / rest)
     if isinstance(rest, ModularIndexing):
-        return coeff, rest.args[0], int(rest.args[1]), int(rest.args[2])
+        return coeff, rest.args[0], rest.args[1], rest.args[2]
     if isinstance(rest, FloorDiv):
-        return coeff, rest.args[0], int(rest.args[1]), None
+        return coeff, rest.args[0], rest.args[1], None
     return None
 
 
@@ -178,7 +188,7 @@ def combine_digits(expr: sympy.Expr) -> sympy.Expr:
                     continue
                 ca, x, d, n = da
                 cb, _, d2, m = db
-                if d2 != d * n or ca * n != cb:
+                if sympy.expand(d2 - d * n) != 0 or sympy.expand(ca * n - cb) != 0:
                     continue
                 merged = FloorDiv(x, d) if m is None else ModularIndexing(x, d, n * m)
                 terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [ca * merged]
@@ -193,8 +203,15 @@ def count_divmod(expr: sympy.Expr) -> int:
     return sum(1 for e in sympy.preorder_traversal(expr) if isinstance(e, (FloorDiv, ModularIndexing)))
 
 
+def is_size_symbol(symbol) -> bool:
+    """A symbolic size (the ShapeEnv's symbols are positive), not an index variable (those
+    are made by index_symbol and the indirect-index helpers: non-negative)."""
+    return bool(getattr(symbol, "is_positive", False)) and symbol.is_Symbol
+
+
 def affine_coefficients(expr: sympy.Expr, symbols) -> dict | None:
-    """{symbol: integer coefficient, 1: constant} if expr is affine in symbols, else None."""
+    """{symbol: coefficient, 1: constant} if expr is affine in symbols, else None. Coefficients
+    are ints, or expressions over symbolic sizes (ir/sizes.py) when the sizes are symbolic."""
     expr = sympy.expand(expr)
     coeffs = {}
     for term in sympy.Add.make_args(expr):
@@ -204,5 +221,25 @@ def affine_coefficients(expr: sympy.Expr, symbols) -> dict | None:
         elif rest in symbols and coeff.is_Integer:
             coeffs[rest] = coeffs.get(rest, 0) + int(coeff)
         else:
-            return None
+            split = _symbolic_coefficient(term, symbols)
+            if split is None:
+                return None
+            symbol, value = split
+            coeffs[symbol] = coeffs.get(symbol, 0) + value
     return coeffs
+
+
+def _symbolic_coefficient(term: sympy.Expr, symbols):
+    """(symbol or 1, coefficient) for a term c * symbol or c, with c a product of an integer and
+    symbolic sizes; None for anything else."""
+    factors = sympy.Mul.make_args(term)
+    variables = [f for f in factors if f in symbols]
+    sizes = [f for f in factors if f not in symbols]
+    if len(variables) > 1 or not all(f.is_Integer or _is_size_power(f) for f in sizes):
+        return None
+    return (variables[0] if variables else 1), sympy.Mul(*sizes)
+
+
+def _is_size_power(factor) -> bool:
+    base = factor.base if factor.is_Pow and factor.exp.is_Integer and factor.exp > 0 else factor
+    return is_size_symbol(base)

@@ -22,6 +22,7 @@ from ..ir.nodes import (
     contiguous_strides,
     strided_view_of,
 )
+from .dtypes import symbolic_size
 
 # A lazy value read by several consumers is stored once when recomputing it would read more.
 MAX_INLINE_LOADS_FOR_SHARED = 2
@@ -30,8 +31,9 @@ MAX_INLINE_OPS = 200
 
 
 class LoweringContext:
-    def __init__(self, options):
+    def __init__(self, options, sizes=None):
         self.options = options
+        self.sizes = sizes  # ir/sizes.py's SizeOracle: questions about symbolic sizes
         self.buffers: dict[str, Buffer] = {}
         self.operations: list = []
         self.constants: dict[str, torch.Tensor] = {}
@@ -127,7 +129,7 @@ class LoweringContext:
 
     def _extern_results(self, call: ExternCall, meta, path):
         if isinstance(meta, torch.Tensor):
-            layout = Layout(tuple(meta.shape), tuple(meta.stride()), 0, meta.dtype, meta.device)
+            layout = Layout(symbolic_size(meta.shape), symbolic_size(meta.stride()), 0, meta.dtype, meta.device)
             buffer = Buffer(self.new_name(), layout)
             self.add_buffer(buffer)
             call.outputs.append(ExternOutput(buffer, path))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import Unsupported
+from ..ir.sizes import as_size, is_symbolic
 
 
 def upcast(dtype: torch.dtype) -> torch.dtype:
@@ -27,10 +28,16 @@ def meta_value(node):
 
 
 def static_size(shape) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in shape)
-    except TypeError as err:  # symbolic sizes
-        raise Unsupported("dynamic shapes are not lowered yet") from err
+    """The sizes as ints, for lowerings that need them known (Unsupported when symbolic)."""
+    sizes = symbolic_size(shape)
+    if any(is_symbolic(s) for s in sizes):
+        raise Unsupported(f"symbolic sizes {list(sizes)} are not lowered for this op yet")
+    return sizes
+
+
+def symbolic_size(shape) -> tuple:
+    """The sizes as ints, or sympy expressions over the ShapeEnv's symbols (ir/sizes.py)."""
+    return tuple(as_size(s) for s in shape)
 
 
 def result_type_of(args) -> torch.dtype:

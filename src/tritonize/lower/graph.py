@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 
+import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -28,9 +29,11 @@ from ..ir.nodes import (
 )
 from . import (  # noqa: F401  (registers lowerings)
     creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, special,
-    user_kernel, views,
+    symbolic, user_kernel, views,
 )
+from ..ir.sizes import SizeOracle, as_size, example_value, is_symbolic, size_symbols
 from .context import LoweringContext
+from .dtypes import symbolic_size
 from .fallback import call_through_aten, is_extern
 from .registry import find_lowering
 
@@ -41,33 +44,62 @@ VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.trans
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
-    ctx = LoweringContext(options)
+    ctx = LoweringContext(options, SizeOracle.of(example_inputs))
     env: dict = {}
     inputs: list[InputBuffer] = []
+    arg_names: list[str] = []
+    symbol_sources: dict = {}
     outputs: list[GraphOutput] = []
     for node in gm.graph.nodes:
         ctx.current_node = node
         if node.op == "placeholder":
-            env[node] = _lower_input(ctx, node, example_inputs[len(inputs)], len(inputs), inputs)
+            example = example_inputs[len(arg_names)]
+            env[node] = _lower_input(ctx, node, example, len(arg_names), inputs, symbol_sources)
+            arg_names.append(node.name)
         elif node.op == "get_attr":
             env[node] = _lower_constant(ctx, node, _fetch_attr(gm, node.target))
         elif node.op == "call_function":
             env[node] = _lower_call(ctx, node, env)
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
-    return GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers)
+    graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
+                    ctx.sizes)
+    check_symbols_bound(graph)
+    return graph
 
 
-def _lower_input(ctx, node, example, position, inputs):
+def _lower_input(ctx, node, example, position, inputs, symbol_sources):
+    if isinstance(example, torch.SymInt):
+        value = as_size(example)
+        if is_symbolic(value) and value.is_Symbol:
+            symbol_sources.setdefault(value, node.name)
+        return value
     if not isinstance(example, torch.Tensor):
         raise Unsupported(f"graph input {node.name} is a {type(example).__name__}, not a tensor")
-    size = tuple(int(s) for s in example.shape)
-    layout = Layout(size, tuple(int(s) for s in example.stride()), 0, example.dtype, example.device)
+    size = tuple(as_size(s) for s in example.shape)
+    stride = tuple(as_size(s) for s in example.stride())
+    if is_symbolic(as_size(example.storage_offset())):
+        raise Unsupported(f"graph input {node.name} has a symbolic storage offset")
+    for method, values in (("size", size), ("stride", stride)):
+        for k, s in enumerate(values):
+            if is_symbolic(s) and s.is_Symbol:
+                symbol_sources.setdefault(s, f"{node.name}.{method}({k})")
+    layout = Layout(size, stride, 0, example.dtype, example.device)
     buffer = InputBuffer(node.name, layout, position)
     ctx.add_buffer(buffer)
     ctx.storage_offsets[buffer.name] = int(example.storage_offset())
     inputs.append(buffer)
     return buffer_value(buffer.name, layout)
+
+
+def check_symbols_bound(graph: GraphIR) -> None:
+    """Every symbol a size uses can be read at run time (from an input)."""
+    used = set()
+    for buffer in graph.buffers.values():
+        used |= size_symbols(buffer.layout.size + buffer.layout.stride + (buffer.layout.offset,))
+    missing = used - set(graph.symbol_sources)
+    if missing:
+        raise Unsupported(f"sizes {sorted(map(str, missing))} cannot be read from the graph's inputs")
 
 
 def _fetch_attr(gm, target: str):
@@ -167,14 +199,16 @@ def _aliases_input(node) -> bool:
 
 
 def dense_strides(meta: torch.Tensor):
-    """meta's strides if they describe a dense, non-overlapping layout; else contiguous strides."""
-    size, stride = tuple(meta.shape), tuple(meta.stride())
-    order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: stride[k])
+    """meta's strides if they describe a dense, non-overlapping layout; else contiguous strides.
+    Symbolic strides are ordered by their example values and must then match exactly."""
+    size, stride = symbolic_size(meta.shape), symbolic_size(meta.stride())
+    hints = [example_value(s) for s in meta.stride()]
+    order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: hints[k])
     expected = 1
     for k in order:
-        if stride[k] != expected:
+        if sympy.expand(stride[k] - expected) != 0:
             return contiguous_strides(size)
-        expected *= size[k]
+        expected = expected * size[k]
     return stride
 
 
@@ -190,7 +224,8 @@ def _lower_output(ctx, node, env) -> GraphOutput:
     view = strided_view_of(value)
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
-        same_strides = _same_strides(value.size, view[2], tuple(meta.stride()) if meta is not None else stride)
+        eager_stride = symbolic_size(meta.stride()) if meta is not None else stride
+        same_strides = _same_strides(value.size, view[2], eager_stride)
         if same_strides and (not from_input or _aliases_input(node)):
             return GraphOutput(ctx.realize(value))
     buffer = ctx.compute_buffer(value, stride)
@@ -198,4 +233,4 @@ def _lower_output(ctx, node, env) -> GraphOutput:
 
 
 def _same_strides(size, a, b) -> bool:
-    return all(x == y or s <= 1 for s, x, y in zip(size, a, b))
+    return all(x == y or (isinstance(s, int) and s <= 1) for s, x, y in zip(size, a, b))

@@ -15,7 +15,7 @@ from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue
 from ..ir.symbols import dim_vars
-from .dtypes import arithmetic_dtype, meta_value, result_type_of, static_size, upcast
+from .dtypes import arithmetic_dtype, meta_value, result_type_of, symbolic_size, upcast
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -33,12 +33,14 @@ def operand(arg, out_size, dtype: torch.dtype) -> ex.Expr:
         return ex.to_dtype(arg.at(broadcast_index(arg, out_size)), dtype)
     if isinstance(arg, (bool, int, float)):
         return ex.constant(arg, dtype)
+    if isinstance(arg, sympy.Expr):  # a symbolic size used as a number (ir/sizes.py)
+        return ex.to_dtype(ex.index_expr(arg, torch.int64), dtype)
     raise Unsupported(f"operand of type {type(arg).__name__}")
 
 
 def output_of(node):
     val = meta_value(node)
-    return static_size(val.shape), val.dtype, val.device
+    return symbolic_size(val.shape), val.dtype, val.device
 
 
 def pointwise(node, args, build, compute_dtype=None) -> TensorValue:

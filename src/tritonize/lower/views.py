@@ -136,8 +136,12 @@ def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
     return view_of(node, x, index)
 
 
-def reshape_index(old_size, new_size) -> list:
-    """Index into old_size given the index (d0..) of a reshape to new_size."""
+def reshape_index(old_size, new_size, sizes=None) -> list:
+    """Index into old_size given the index (d0..) of a reshape to new_size. Dims are grouped
+    where their products are equal; with symbolic sizes the products must be known equal (the
+    example's values only say which side to extend)."""
+    hint = sizes.hint if sizes is not None else int
+    equal = sizes.known_equal if sizes is not None else (lambda a, b: a == b)
     new_dims = dim_vars(len(new_size))
     old_nontrivial = [k for k, s in enumerate(old_size) if s != 1]
     new_nontrivial = [k for k, s in enumerate(new_size) if s != 1]
@@ -147,8 +151,8 @@ def reshape_index(old_size, new_size) -> list:
         old_group, new_group = [old_nontrivial[i]], [new_nontrivial[j]]
         i, j = i + 1, j + 1
         old_prod, new_prod = old_size[old_group[0]], new_size[new_group[0]]
-        while old_prod != new_prod:
-            if old_prod < new_prod:
+        while not equal(old_prod, new_prod):
+            if hint(old_prod) < hint(new_prod):
                 old_group.append(old_nontrivial[i]); old_prod *= old_size[old_nontrivial[i]]; i += 1
             else:
                 new_group.append(new_nontrivial[j]); new_prod *= new_size[new_nontrivial[j]]; j += 1
@@ -172,7 +176,7 @@ def lower_view(ctx, node, x, shape):
     size = output_of(node)[0]
     if 0 in size or 0 in x.size:
         return view_of(node, x, [sympy.Integer(0)] * x.rank) if x.rank else x
-    return view_of(node, x, reshape_index(x.size, size))
+    return view_of(node, x, reshape_index(x.size, size, ctx.sizes))
 
 
 @lowering(aten.as_strided.default)

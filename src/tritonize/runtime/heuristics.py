@@ -162,6 +162,15 @@ def clamp(shape: KernelShape, blocks: dict) -> dict:
 # candidate of every list. Changing one of them needs a new measurement (tests/test_heuristics.py).
 
 
+def dynamic_grid(config: LaunchConfig, xnumel: int, ynumel: int = 1) -> tuple:
+    """The grid of a pointwise config for sizes known only at launch (symbolic sizes)."""
+    blocks = config.blocks
+    programs = triton.cdiv(xnumel, blocks["XBLOCK"])
+    if "YBLOCK" in blocks:
+        programs *= triton.cdiv(ynumel, blocks["YBLOCK"])
+    return (programs,)
+
+
 def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
                 hint: str | None = None, device: DeviceInfo | None = None) -> LaunchConfig:
     """The heuristic's first pick (what runs without autotuning). hint: for reductions, "outer"

@@ -28,7 +28,7 @@ from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
-from .heuristics import DeviceInfo, KernelShape, candidates, uses_heavy_math
+from .heuristics import DeviceInfo, KernelShape, candidates, dynamic_grid, uses_heavy_math
 from .interpreter_checks import IndexOutOfBoundsError
 from .loader import load_source_module
 from .progress import wait_all
@@ -38,14 +38,22 @@ log = logging.getLogger("tritonize.autotune")
 
 
 class GeneratedKernel:
-    """A kernel with its launch config; calling it launches on the given pointers."""
+    """A kernel with its launch config; calling it launches on the given pointers (and, for
+    symbolic sizes, the size arguments the grid is computed from at each launch)."""
 
-    def __init__(self, fn, name: str, shape: KernelShape, config):
+    def __init__(self, fn, name: str, shape: KernelShape, config, numels_of=None):
         self.fn, self.name, self.shape, self.config = fn, name, shape, config
+        self.numels_of = numels_of  # args -> (xnumel, ynumel) for symbolic sizes; None if static
 
     @property
     def kind(self) -> str:
         return self.shape.kind
+
+    def grid_for(self, config, args) -> tuple:
+        """The launch grid: the config's own for static sizes, else from the size arguments."""
+        if self.numels_of is None:
+            return config.grid
+        return dynamic_grid(config, *self.numels_of(*args))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name}, {self.kind}, grid={self.config.grid}, {self.config})"
@@ -54,14 +62,15 @@ class GeneratedKernel:
 class InterpretedKernel(GeneratedKernel):
     """CPU: Triton's interpreter with the heuristic's first pick."""
 
-    def __init__(self, fn, name: str, shape: KernelShape):
-        super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0])
+    def __init__(self, fn, name: str, shape: KernelShape, numels_of=None):
+        super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0], numels_of)
         self.runner = fn[self.config.grid]
         self.launch_kwargs = dict(self.config.blocks, **launch_constants(fn, pdl=False))
 
     def __call__(self, *args):
+        runner = self.runner if self.numels_of is None else self.fn[self.grid_for(self.config, args)]
         try:
-            self.runner(*args, **self.launch_kwargs)
+            runner(*args, **self.launch_kwargs)
         except InterpreterError as err:  # an index out of bounds is the user's error: say it plainly
             if isinstance(err.__cause__, IndexOutOfBoundsError):
                 raise IndexOutOfBoundsError(f"{err.__cause__} (kernel {self.name})") from None
@@ -187,12 +196,12 @@ class GpuKernel(GeneratedKernel):
     """GPU: compiled ahead where possible, autotuned on first call, launched by a fast path."""
 
     def __init__(self, fn, name: str, source: str, shape: KernelShape, mode: str, module_path: str,
-                 arg_dtypes=None, env=None, debug: bool = False):
+                 arg_dtypes=None, env=None, debug: bool = False, numels_of=None):
         self.env = env or CudaEnvironment.shared()
         self.debug = debug  # compiled with device asserts (the kernel checks indirect indices)
         device = self.env.device_index()
         self.configs = candidates(shape, mode, on_gpu=True, device=self.env.device_info(device))
-        super().__init__(fn, name, shape, self.configs[0])
+        super().__init__(fn, name, shape, self.configs[0], numels_of)
         self.source, self.mode, self.module_path = source, mode, module_path
         self.params = list(fn.arg_names)
         runtime_constants = launch_constants(fn, pdl=False)
@@ -334,8 +343,8 @@ class GpuKernel(GeneratedKernel):
         extra.update(self._constants(self.env.device_index()))
         if extra.get("PDL"):
             extra["launch_pdl"] = True
-        self.fn[config.grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages,
-                             **extra)
+        self.fn[self.grid_for(config, args)](*args, **config.blocks, num_warps=config.num_warps,
+                                             num_stages=config.num_stages, **extra)
 
 
 def launch_constants(fn, pdl: bool) -> dict:
@@ -375,16 +384,26 @@ def _torch_dtype(kind: str):
 
 def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int, ynumel: int = 1,
                 rnumel: int = 1, hint: str | None = None, device: str = "cuda", checks: bool = False,
-                mode: str = "default", arg_dtypes=None):
+                mode: str = "default", arg_dtypes=None, numel_exprs: dict | None = None):
     """Load a generated kernel. hint: for reductions, "inner" or "outer" (which way the inputs
     are contiguous), or ""; checks: the kernel calls runtime/index_checks.py (bounds checks of
     indirect indices; on the GPU compiled in debug mode); mode: "default" or "max-autotune"
     (how many configs to try); arg_dtypes: the pointer arguments' dtypes, which let compilation
-    start at import."""
+    start at import. numel_exprs: for symbolic sizes, {"xnumel": source, "ynumel": source} over
+    the kernel's parameters; the numels given are then the example's (configs are chosen on
+    them) and each launch's grid is computed from its arguments."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
     shape = KernelShape(kind, xnumel, ynumel, rnumel, hint, heavy_math=uses_heavy_math(source))
     fn = getattr(module, name)
+    numels_of = _numels_function(fn, numel_exprs) if numel_exprs else None
     if not on_gpu:
-        return InterpretedKernel(fn, name, shape)
-    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks)
+        return InterpretedKernel(fn, name, shape, numels_of)
+    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks, numels_of=numels_of)
+
+
+def _numels_function(fn, numel_exprs: dict):
+    """args -> (xnumel, ynumel), from the numels' source over the kernel's parameters."""
+    params = ", ".join(f"{name}=None" for name in fn.arg_names)  # launches pass the leading ones
+    text = f"lambda {params}: ({numel_exprs['xnumel']}, {numel_exprs.get('ynumel', '1')})"
+    return eval(text, {})  # noqa: S307  (our own generated arithmetic over the kernel's parameters)

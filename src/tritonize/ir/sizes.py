@@ -1,0 +1,172 @@
+"""Sizes that may be symbolic, and the one place that answers questions about them.
+
+A size is an int, or a sympy expression over the ShapeEnv's own symbols (`s0`, `u0`: taken from
+`SymInt.node.expr`) when torch.compile made it dynamic. Static graphs hold ints only, so every
+question below is plain int arithmetic for them.
+
+`SizeOracle` answers for one graph:
+* guard-free questions (`known_equal`, `known_multiple`, `known_at_most`): True only when the
+  ShapeEnv proves it for every size the graph may see. For optimizations (dropping a mask,
+  int32 indexing) and for fusion: a False is always safe.
+* `guard_at_most(expr, limit)`: an answer the generated code relies on, true at the example
+  sizes: it is guarded through the ShapeEnv, so Dynamo recompiles for a size that breaks it.
+  Every guard added is recorded (`guards`) and `explain()` lists them.
+* `hint(expr)`: the example's value, for heuristics only, never for correctness.
+
+Not responsible for: where symbols are read at run time (lower/graph.py binds them) or how
+they are printed (codegen).
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+Size = int | sympy.Expr
+
+
+def as_size(value) -> Size:
+    """An int, or the sympy expression of a SymInt (an int when it is a known constant), in our
+    index functions (ir/symbols.py) rather than the ShapeEnv's."""
+    if isinstance(value, torch.SymInt):
+        value = value.node.expr
+    if isinstance(value, sympy.Expr):
+        value = _from_shape_env(value)
+        return int(value) if value.is_Integer else value
+    return int(value)
+
+
+def _function_pairs():
+    """(the ShapeEnv's function, ours) for the integer functions sizes use."""
+    from torch.utils._sympy import functions as shape_env_functions
+
+    from .symbols import FloorDiv, ModularIndexing
+
+    pairs = [(shape_env_functions.FloorDiv, FloorDiv), (shape_env_functions.ModularIndexing, ModularIndexing)]
+    clean_div = getattr(shape_env_functions, "CleanDiv", None)  # a division known to be exact
+    return pairs + ([(clean_div, FloorDiv)] if clean_div is not None else [])
+
+
+def _from_shape_env(expr: sympy.Expr) -> sympy.Expr:
+    for theirs, ours in _function_pairs():
+        if expr.has(theirs):
+            expr = expr.replace(theirs, ours)
+    pow_by_natural = getattr(__import__("torch.utils._sympy.functions", fromlist=["x"]), "PowByNatural", None)
+    if pow_by_natural is not None and expr.has(pow_by_natural):
+        expr = expr.replace(pow_by_natural, sympy.Pow)
+    return expr
+
+
+def _to_shape_env(expr):
+    for theirs, ours in _function_pairs()[:2]:
+        if isinstance(expr, sympy.Basic) and expr.has(ours):
+            expr = expr.replace(ours, theirs)
+    return expr
+
+
+def example_value(value, fallback: int = 0) -> int:
+    """A SymInt's value at the example sizes (fallback for an unbacked one); ints as they are.
+    For orderings and heuristics only: it adds no guard."""
+    if not isinstance(value, torch.SymInt):
+        return int(value)
+    try:
+        from torch.fx.experimental.symbolic_shapes import optimization_hint  # torch >= 2.12
+    except ImportError:
+        from torch.fx.experimental.symbolic_shapes import hint_int as optimization_hint
+    return optimization_hint(value, fallback=fallback)
+
+
+def is_symbolic(value) -> bool:
+    return isinstance(value, sympy.Expr) and not value.is_Integer
+
+
+def any_symbolic(sizes) -> bool:
+    return any(is_symbolic(s) for s in sizes)
+
+
+def size_symbols(sizes) -> set:
+    found: set = set()
+    for s in sizes:
+        if is_symbolic(s):
+            found |= s.free_symbols
+    return found
+
+
+def has_symbolic_sizes(example_inputs) -> bool:
+    """Whether a graph's example inputs carry symbolic sizes (a dynamic graph)."""
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride(), value.storage_offset())):
+            return True
+    return False
+
+
+class SizeOracle:
+    """Questions about the sizes of one graph (see the module docstring)."""
+
+    def __init__(self, shape_env=None):
+        self.shape_env = shape_env
+        self.guards: list[str] = []
+
+    @classmethod
+    def of(cls, example_inputs) -> "SizeOracle":
+        from torch._guards import detect_fake_mode
+
+        fake_mode = detect_fake_mode(list(example_inputs))
+        return cls(getattr(fake_mode, "shape_env", None))
+
+    def is_size_symbol(self, symbol) -> bool:
+        """Whether a sympy symbol is one of the ShapeEnv's sizes (not an index variable)."""
+        return self.shape_env is not None and symbol in self.shape_env.var_to_range
+
+    def _statically_true(self, condition) -> bool:
+        condition = sympy.sympify(condition)
+        if condition == sympy.true:
+            return True
+        if condition == sympy.false or self.shape_env is None:
+            return False
+        return self.shape_env._maybe_evaluate_static(_to_shape_env(condition)) == sympy.true
+
+    def known_equal(self, a: Size, b: Size) -> bool:
+        if not (is_symbolic(a) or is_symbolic(b)):
+            return int(a) == int(b)
+        return sympy.simplify(sympy.sympify(a) - b) == 0 or self._statically_true(sympy.Eq(a, b))
+
+    def known_multiple(self, value: Size, divisor: int) -> bool:
+        if not is_symbolic(value):
+            return int(value) % divisor == 0
+        return self._statically_true(sympy.Eq(sympy.Mod(value, divisor), 0))
+
+    def known_at_most(self, value: Size, limit: int) -> bool:
+        if not is_symbolic(value):
+            return int(value) <= limit
+        return self._statically_true(sympy.Le(value, limit))
+
+    def hint(self, value: Size) -> int:
+        if not is_symbolic(value):
+            return int(value)
+        if self.shape_env is None:
+            raise ValueError(f"no hint for {value}: no ShapeEnv")
+        hint = getattr(self.shape_env, "guarding_hint_or_throw", None) or self.shape_env.size_hint  # torch 2.11
+        return int(hint(_to_shape_env(value)))
+
+    def _backed(self) -> dict:
+        """The symbols with an example value (backed), to their values."""
+        env = self.shape_env
+        return env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val  # torch 2.11
+
+    def guard_at_most(self, value: Size, limit: int) -> bool:
+        """value <= limit, guarded when it holds at the example sizes but is not proven; False
+        (and nothing guarded) when it does not hold at the example sizes, or value has no hint
+        (an unbacked size)."""
+        if self.known_at_most(value, limit):
+            return True
+        if not is_symbolic(value) or self.shape_env is None or value.free_symbols - set(self._backed()):
+            return False
+        if self.hint(value) > limit:
+            return False
+        condition = sympy.Le(value, limit)
+        self.shape_env.evaluate_expr(_to_shape_env(condition))  # records the guard with Dynamo's ShapeEnv
+        self.guards.append(str(condition))
+        return True

@@ -1,0 +1,51 @@
+"""Lowerings of the size arithmetic of graphs with symbolic sizes.
+
+Dynamic graphs compute sizes in the graph itself: `sym_size.int(x, 0)`, then Python arithmetic on
+the result (`operator.mul`, `operator.floordiv`...). These become sympy expressions over the
+ShapeEnv's symbols (ir/sizes.py), which the lowerings that take sizes (view, expand, full...)
+use like ints, and which the wrapper evaluates from its bound symbols.
+"""
+from __future__ import annotations
+
+import operator
+
+import sympy
+import torch
+
+from ..errors import Unsupported
+from ..ir.sizes import as_size
+from ..ir.symbols import FloorDiv
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _size_of(value, dim: int, attribute: str):
+    sizes = getattr(value, attribute, None)
+    if sizes is None:
+        raise Unsupported(f"{attribute} of a {type(value).__name__}")
+    return as_size(sizes[dim])
+
+
+@lowering(aten.sym_size.int)
+def lower_sym_size(ctx, node, x, dim):
+    return as_size(x.size[dim])
+
+
+@lowering(aten.sym_numel.default)
+def lower_sym_numel(ctx, node, x):
+    return as_size(sympy.Mul(*x.size))
+
+
+def _floordiv(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return as_size(FloorDiv(sympy.sympify(a), sympy.sympify(b)))
+
+
+INT_ARITHMETIC = {
+    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+    operator.floordiv: _floordiv, operator.neg: operator.neg,
+}
+for _op, _fn in INT_ARITHMETIC.items():
+    lowering(_op)(lambda ctx, node, *args, _fn=_fn: as_size(_fn(*args)))
