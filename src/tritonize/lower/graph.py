@@ -30,7 +30,7 @@ from . import (  # noqa: F401  (registers lowerings)
     creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, special,
     user_kernel, views,
 )
-from .context import LoweringContext
+from .context import LoweringContext, needs_neg_resolved
 from .fallback import call_through_aten, is_extern
 from .registry import find_lowering
 
@@ -63,7 +63,7 @@ def _lower_input(ctx, node, example, position, inputs):
         raise Unsupported(f"graph input {node.name} is a {type(example).__name__}, not a tensor")
     size = tuple(int(s) for s in example.shape)
     layout = Layout(size, tuple(int(s) for s in example.stride()), 0, example.dtype, example.device)
-    buffer = InputBuffer(node.name, layout, position)
+    buffer = InputBuffer(node.name, layout, position, needs_neg_resolved(example))
     ctx.add_buffer(buffer)
     ctx.storage_offsets[buffer.name] = int(example.storage_offset())
     inputs.append(buffer)
