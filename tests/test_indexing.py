@@ -288,7 +288,65 @@ OUT_OF_RANGE = {
     "scatter_add": (lambda x, i: x.scatter_add(1, i.view(1, -1), torch.ones(1, 3, device=x.device)),
                     "aten.scatter_add"),
     "cross_entropy": (lambda x, i: F.cross_entropy(x[:3], i), "aten.gather"),
+    "index_add": (lambda x, i: x.index_add(1, i, torch.ones(5, 3, device=x.device)), "aten.index_add"),
+    "index_copy": (lambda x, i: x.index_copy(1, i, torch.ones(5, 3, device=x.device)), "aten.index_copy"),
 }
+
+# Ops whose eager form rejects a negative index, and ops whose eager form counts it from the end
+# (issue 25 bug 8: index_add decomposed into index_put, which wraps, and wrote the last row).
+REJECT_NEGATIVE = {name: OUT_OF_RANGE[name][0] for name in
+                   ("gather", "index_select", "embedding", "scatter_add", "index_add", "index_copy")}
+REJECT_NEGATIVE["index_add_alpha"] = lambda x, i: x.index_add(1, i, torch.ones(5, 3, device=x.device), alpha=2)
+REJECT_NEGATIVE["index_add_"] = lambda x, i: x.clone().index_add_(1, i, torch.ones(5, 3, device=x.device))
+REJECT_NEGATIVE["scatter"] = lambda x, i: x.scatter(1, i.view(1, -1), 2.0)
+ACCEPT_NEGATIVE = {
+    "getitem": lambda x, i: x[:, i] + 1,
+    "index_put": lambda x, i: x.index_put((i,), torch.ones(7, device=x.device)),
+    "index_put_accumulate": lambda x, i: x.index_put((i,), torch.ones(7, device=x.device), accumulate=True),
+    "index_fill": lambda x, i: x.index_fill(1, i, -1.0),
+    "take": lambda x, i: torch.take(x, i) + 1,
+    "put": lambda x, i: x.put(i, torch.ones(3, device=x.device)),
+    "take_along_dim": lambda x, i: torch.take_along_dim(x, i.view(1, -1), 1) + 1,
+}
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="on the GPU an out-of-range index is a device assert")
+@pytest.mark.parametrize("name", sorted(REJECT_NEGATIVE))
+def test_negative_index_raises_where_eager_does(device, name):
+    fn = REJECT_NEGATIVE[name]
+    x, good, negative = _rand(5, 7, device=device), torch.tensor([1, 4, 0]), torch.tensor([1, -1, 0])
+    compiled = torch.compile(fn, backend="tritonize")
+    assert_same(compiled(x, good), fn(x, good))
+    with pytest.raises((RuntimeError, IndexError)):
+        fn(x, negative)
+    before = x.clone()
+    with pytest.raises(IndexOutOfBoundsError):
+        compiled(x, negative)
+    assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPT_NEGATIVE))
+def test_negative_index_counts_from_the_end_where_eager_does(device, name):
+    fn = ACCEPT_NEGATIVE[name]
+    x = _rand(5, 7, device=device)
+    negative = torch.tensor([1, -1, -5], device=device)
+    assert_same(torch.compile(fn, backend="tritonize")(x, negative), fn(x, negative))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int32])
+def test_index_add_and_index_copy_values(device, dim, dtype):
+    x = (_rand(6, 5, device=device) * 10).to(dtype)
+    index = torch.tensor([3, 0, 3, 1], device=device)
+    source = (_rand(6, 5, device=device) * 10).to(dtype).narrow(dim, 0, 4)
+    alpha = 2 if dtype == torch.int32 else 0.5
+    assert not check(lambda x, i, s: x.index_add(dim, i, s, alpha=alpha), x, index, source).fallbacks
+    assert not check(lambda x, i, s: x.index_add(dim, i, s), x, index, source).fallbacks
+    unique = torch.tensor([3, 0, 4, 1], device=device)
+    assert not check(lambda x, i, s: x.index_copy(dim, i, s), x, unique, source).fallbacks
+    assert not check(lambda x, i: x.index_fill(dim, i, 7), x, torch.tensor([-1, 0, -1], device=device)).fallbacks
+    fill = torch.tensor(-3, dtype=dtype, device=device)
+    assert not check(lambda x, i, v: x.index_fill(dim, i, v), x, torch.tensor(2, device=device), fill).fallbacks
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="on the GPU an out-of-range index is a device assert (below)")

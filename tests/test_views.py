@@ -1,7 +1,8 @@
 """Views as index maps: no copies, no fallbacks, eager's values."""
+import pytest
 import torch
 
-from helpers import check
+from helpers import assert_same, check
 
 
 def _x(device, *shape):
@@ -83,3 +84,88 @@ def test_split_and_chunk_are_views(device):
 
     report = check(fn, _x(device, 6, 9))
     assert not report.fallbacks
+
+
+# --- outputs that share storage, across a graph break (issue 25 bug 9) ---------------------
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def test_view_outlives_a_graph_break():
+    def fn():
+        a = torch.tensor([1])[0:1]
+        b = a.squeeze()
+        a[0] = 0
+        if a[0] < 1e5:  # a graph break: the first graph returns a and b
+            pass
+        a[0] = 2
+        return b
+
+    torch._dynamo.reset()
+    assert torch.compile(fn, backend="tritonize")().item() == fn().item() == 2
+
+
+OUTPUT_VIEWS = {
+    "slice": lambda a: a[1:], "t": lambda a: a.t(), "view": lambda a: a.view(-1),
+    "squeeze": lambda a: a[:1].squeeze(0), "unbind": lambda a: a.unbind(0)[1],
+    "split": lambda a: a.split(1)[0], "expand": lambda a: a[:, :1].expand(3, 4),
+    "diagonal": lambda a: a.diagonal(),
+}
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("name", sorted(OUTPUT_VIEWS))
+def test_output_that_views_another_output(device, name, requires_grad):
+    """Mutating one output after a graph break shows through the other, as in eager."""
+    view = OUTPUT_VIEWS[name]
+    if requires_grad and name in ("split", "unbind"):
+        pytest.skip("eager refuses to read a multi-output view whose base was modified in place")
+
+    def fn(x):
+        a = x * 2
+        b = view(a)
+        torch._dynamo.graph_break()
+        a.add_(100)
+        return a, b
+
+    x = torch.randn(3, 4, device=device)
+    torch._dynamo.reset()
+    expected = fn(x.clone().requires_grad_(requires_grad))
+    actual = torch.compile(fn, backend="tritonize")(x.clone().requires_grad_(requires_grad))
+    assert_same(actual, expected)
+    assert _same_storage(*actual) and _same_storage(*expected)
+    assert actual[1].stride() == expected[1].stride()
+
+
+def test_outputs_that_view_an_intermediate(device):
+    def fn(x):
+        a = torch.exp(x)
+        first, rest = a[0], a[1:]
+        torch._dynamo.graph_break()
+        first.mul_(0)
+        return a, first, rest
+
+    x = torch.randn(3, 4, device=device)
+    torch._dynamo.reset()
+    expected = fn(x)
+    actual = torch.compile(fn, backend="tritonize")(x)
+    assert_same(actual, expected)
+    assert _same_storage(actual[0], actual[1]) and _same_storage(actual[0], actual[2])
+
+
+def test_view_of_an_input_returned_with_the_input(device):
+    def fn(x):
+        v = x[1:]
+        y = x + 1
+        torch._dynamo.graph_break()
+        v.zero_()
+        return x, v, y
+
+    x = torch.randn(3, 4, device=device)
+    expected_x = x.clone()
+    expected = fn(expected_x)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, backend="tritonize")(x)
+    assert_same(actual, expected)
+    assert actual[0] is x and _same_storage(x, actual[1]) and torch.equal(x, expected_x)

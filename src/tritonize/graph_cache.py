@@ -115,8 +115,9 @@ def _input_key(value):
         sizes = list(value.shape) + list(value.stride())
         if not all(type(s) is int for s in sizes):
             return None  # symbolic sizes
+        negated = ["neg"] if value.is_neg() else []  # the wrapper resolves the bit (InputBuffer)
         return ["tensor", list(value.shape), list(value.stride()), str(value.dtype), str(value.device),
-                value.requires_grad]
+                value.requires_grad] + negated
     if value is None or type(value) in (bool, int, float, str):
         return [type(value).__name__, value]
     return None

@@ -172,6 +172,8 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     for b in graph.inputs:
         lines.append(f"    assert_size_stride({b.name}, {sizes_text(b.layout.size)}, {sizes_text(b.layout.stride)}, "
                      f"{b.name!r})")
+        if b.neg_bit:  # kernels read memory: the negation torch keeps as a flag is applied first
+            lines.append(f"    {b.name} = {b.name}.resolve_neg()")
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
@@ -229,7 +231,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
             return [f"    {out.name} = matmul_padded_columns({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
         if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
-            lines.append(f"    {out.name} = ensure_layout({out.name}, {sizes_text(out.layout.size)}, "
+            result = _resolved(out.name, call.outputs[0])
+            lines.append(f"    {out.name} = ensure_layout({result}, {sizes_text(out.layout.size)}, "
                          f"{sizes_text(out.layout.stride)})")
         return lines
     lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]
@@ -237,10 +240,17 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
         if out.buffer.name not in used:
             continue
         path = "".join(f"[{k}]" for k in out.path)
-        lines.append(f"    {out.buffer.name} = ensure_layout({call.name}{path}, {sizes_text(out.buffer.layout.size)}, "
+        result = _resolved(f"{call.name}{path}", out)
+        lines.append(f"    {out.buffer.name} = ensure_layout({result}, {sizes_text(out.buffer.layout.size)}, "
                      f"{sizes_text(out.buffer.layout.stride)})")
     lines.append(f"    del {call.name}")
     return lines
+
+
+def _resolved(result: str, out) -> str:
+    """The result's text, with torch's lazy negation bit applied to its memory where it has one:
+    generated kernels read memory, not the flag."""
+    return f"{result}.resolve_neg()" if out.neg_bit else result
 
 
 def pads_matmul_columns(call: ExternCall) -> bool:

@@ -105,6 +105,9 @@ class Buffer:
 @dataclasses.dataclass
 class InputBuffer(Buffer):
     position: int
+    # The caller's tensor carries torch's lazy negation bit (torch._neg_view): its memory holds
+    # the negated values, so the wrapper resolves it before a kernel reads that memory.
+    neg_bit: bool = False
 
 
 @dataclasses.dataclass
@@ -178,6 +181,9 @@ class ExternOutput:
 
     buffer: Buffer
     path: tuple[int, ...]
+    # aten's result carries the lazy negation bit (_neg_view, view_as_real of a negated complex
+    # tensor): the wrapper resolves it, since kernels read memory, not torch's view flags.
+    neg_bit: bool = False
 
 
 @dataclasses.dataclass

@@ -30,6 +30,12 @@ MAX_INLINE_OPS_FOR_SHARED = 16
 MAX_INLINE_OPS = 200
 
 
+def needs_neg_resolved(tensor: torch.Tensor) -> bool:
+    """A tensor with torch's lazy negation bit whose memory a generated kernel may read. Complex
+    tensors keep their bits: only aten reads them, and it honours the bits."""
+    return tensor.is_neg() and not tensor.dtype.is_complex
+
+
 class LoweringContext:
     def __init__(self, options, sizes=None):
         self.options = options
@@ -132,7 +138,7 @@ class LoweringContext:
             layout = Layout(symbolic_size(meta.shape), symbolic_size(meta.stride()), 0, meta.dtype, meta.device)
             buffer = Buffer(self.new_name(), layout)
             self.add_buffer(buffer)
-            call.outputs.append(ExternOutput(buffer, path))
+            call.outputs.append(ExternOutput(buffer, path, needs_neg_resolved(meta)))
             return buffer_value(buffer.name, layout)
         if isinstance(meta, (tuple, list)):
             return tuple(self._extern_results(call, m, path + (i,)) for i, m in enumerate(meta))

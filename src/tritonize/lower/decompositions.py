@@ -18,7 +18,12 @@ KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros
         aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
         aten.squeeze, aten.detach, aten.clip,
         # attention stays one library call (an extern), not a decomposed softmax(QK^T)V
-        aten._scaled_dot_product_flash_attention_for_cpu]
+        aten._scaled_dot_product_flash_attention_for_cpu,
+        # lower/scatter.py lowers these with eager's index rules: torch decomposes index_add and
+        # index_copy into index_put, whose indices wrap like Python's, where eager rejects a
+        # negative index; and index_fill (which accepts one) into index_copy (which does not)
+        aten.index_add, aten.index_add_, aten.index_copy, aten.index_copy_, aten.index_fill,
+        aten.index_fill_]
 
 EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, aten.logit,
          aten.lerp, aten.addcmul, aten.addcdiv, aten.log_sigmoid_forward, aten.logaddexp,

@@ -2,7 +2,9 @@
 
 Each call_function node goes to its lowering (lower/registry.py); ops with no lowering, or whose
 lowering declines the arguments, run through aten (lower/fallback.py). Graph outputs are realized
-with the strides eager gives them.
+with the strides eager gives them. Outputs that are views of one tensor in eager (`return a, a[1:]`,
+two views of an intermediate) are views of one buffer here too: AOTAutograd hands them to the
+caller as they are, and a later graph that writes through one must be seen through the other.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from . import (  # noqa: F401  (registers lowerings)
     symbolic, user_kernel, views,
 )
 from ..ir.sizes import SizeOracle, as_size, example_value, is_symbolic, size_symbols
-from .context import LoweringContext
+from .context import LoweringContext, needs_neg_resolved
 from .dtypes import symbolic_size
 from .fallback import call_through_aten, is_extern
 from .registry import find_lowering
@@ -41,6 +43,8 @@ aten = torch.ops.aten
 VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.transpose, aten.t,
             aten.expand, aten.squeeze, aten.unsqueeze, aten.slice, aten.select, aten.narrow,
             aten.alias, aten.as_strided, aten.diagonal, aten.detach}
+# Ops whose results (taken with getitem) are views of their first argument.
+MULTI_VIEW_OPS = {aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, aten.tensor_split}
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
@@ -50,6 +54,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     arg_names: list[str] = []
     symbol_sources: dict = {}
     outputs: list[GraphOutput] = []
+    shared_bases = _shared_output_bases(gm)
     for node in gm.graph.nodes:
         ctx.current_node = node
         if node.op == "placeholder":
@@ -60,6 +65,8 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
             env[node] = _lower_constant(ctx, node, _fetch_attr(gm, node.target))
         elif node.op == "call_function":
             env[node] = _lower_call(ctx, node, env)
+            if node in shared_bases:
+                env[node] = _realize_shared_base(ctx, node, env[node])
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
@@ -85,7 +92,7 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
             if is_symbolic(s) and s.is_Symbol:
                 symbol_sources.setdefault(s, f"{node.name}.{method}({k})")
     layout = Layout(size, stride, 0, example.dtype, example.device)
-    buffer = InputBuffer(node.name, layout, position)
+    buffer = InputBuffer(node.name, layout, position, needs_neg_resolved(example))
     ctx.add_buffer(buffer)
     ctx.storage_offsets[buffer.name] = int(example.storage_offset())
     inputs.append(buffer)
@@ -187,6 +194,48 @@ def _flatten_outputs(value):
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]
+
+
+def _view_base(node):
+    """The node whose storage eager's `node` shares: up through view ops (and getitem of a
+    multi-output view op) to the first node that makes a tensor of its own."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem:
+            container = node.args[0]
+            if getattr(container.target, "overloadpacket", None) not in MULTI_VIEW_OPS:
+                return node
+            node = container.args[0]
+        elif getattr(node.target, "overloadpacket", None) in VIEW_OPS:
+            node = node.args[0]
+        else:
+            return node
+    return node
+
+
+def _shared_output_bases(gm: torch.fx.GraphModule) -> set:
+    """Computed nodes whose storage several graph outputs share in eager (outputs of inputs'
+    storage are regenerated from the inputs by AOTAutograd)."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    counts: dict = {}
+    for out in _flatten_outputs(output.args[0]):
+        if isinstance(out, torch.fx.Node) and isinstance(out.meta.get("val"), torch.Tensor):
+            base = _view_base(out)
+            counts[base] = counts.get(base, 0) + 1
+    return {base for base, n in counts.items() if n > 1 and base.op == "call_function"}
+
+
+def _realize_shared_base(ctx, node, value):
+    """The base of several outputs in one buffer laid out as eager's (their views then read it):
+    kept as it is when it already is such a view of a computed buffer."""
+    meta = node.meta.get("val")
+    if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor):
+        return value
+    view = strided_view_of(value)
+    if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
+            and _same_strides(value.size, view[2], tuple(meta.stride()))):
+        return value
+    buffer = ctx.compute_buffer(value, dense_strides(meta))
+    return buffer_value(buffer.name, buffer.layout)
 
 
 def _aliases_input(node) -> bool:

@@ -70,8 +70,10 @@ FLOAT_UNARY = {
     aten.special_ndtri: "ndtri",
 }
 
+# _neg_view is a view in eager (a flag on the tensor), but in a functional graph it is just the
+# negated values; computing them keeps the flag away from the memory our kernels read.
 SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sgn: "sign",
-                    aten.relu: "relu"}
+                    aten.relu: "relu", aten._neg_view: "neg"}
 
 ROUNDING_UNARY = {aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.frac: "frac"}
 

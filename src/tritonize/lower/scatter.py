@@ -1,5 +1,8 @@
 """Lowerings of indirect writes: index_put (with and without accumulate), scatter (src, value,
-reduce="add"), scatter_add and scatter_reduce(sum).
+reduce="add"), scatter_add, scatter_reduce(sum), index_add, index_copy and index_fill.
+
+Indices wrap (a negative one counts from the end) only where eager's do: index_put (x[i] = v) and
+index_fill; scatter, index_add and index_copy reject a negative index like eager.
 
 The general form is a copy of the destination into a fresh buffer (a generated kernel), then a
 ScatterOp (ir/scatter.py) that writes the updates into it: plain stores, or atomic adds where
@@ -21,6 +24,7 @@ from ..ir import expr as ex
 from ..ir.nodes import TensorValue, buffer_value
 from ..ir.scatter import ScatterOp, binding
 from ..ir.symbols import dim_vars
+from .dtypes import upcast
 from .indexing import require_index_dtype, advanced_index, check_text, normalize_dim
 from .pointwise import broadcast_index, output_of
 from .registry import lowering
@@ -193,3 +197,58 @@ def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, *, include_self=
     if not include_self:  # positions that receive updates start from zero
         x = _scatter(ctx, node, x, dim, index, 0, "store")
     return _scatter(ctx, node, x, dim, index, src, "add")
+
+
+# --- index_add / index_copy / index_fill ----------------------------------------------------
+
+@lowering(aten.index_add.default)
+def lower_index_add(ctx, node, x, dim, index, source, *, alpha=1):
+    return _index_along(ctx, node, x, dim, index, source, "add", alpha)
+
+
+@lowering(aten.index_copy.default)
+def lower_index_copy(ctx, node, x, dim, index, source):
+    return _index_along(ctx, node, x, dim, index, source, "store")
+
+
+@lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def lower_index_fill(ctx, node, x, dim, index, value):
+    """x with value at every position along dim that index names; a negative index counts from
+    the end, as in eager."""
+    _check_index_along(node, x, index)
+    dim = normalize_dim(dim, x.rank)
+    size = x.size[:dim] + (_numel(index.size),) + x.size[dim + 1:]
+    out = dim_vars(len(size))
+    fill = value.at([]) if isinstance(value, TensorValue) else ex.constant(value, x.dtype)
+    bindings = [binding(index.at(out[dim:dim + index.rank]), x.size[dim], True, check_text(node))]
+    return scatter_into_copy(ctx, node, x, size, bindings,
+                             lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:],
+                             ex.to_dtype(fill, x.dtype), "store")
+
+
+def _check_index_along(node, x, index) -> None:
+    require_index_dtype(index, f"{node.target}")
+    if x.rank == 0 or index.rank > 1:
+        raise Unsupported(f"{node.target} of a 0-d tensor or with a {index.rank}-d index")
+
+
+def _index_along(ctx, node, x, dim, index, source, mode, alpha=1):
+    """x with source's slice k stored (or added, times alpha) at position index[k] along dim.
+    The index does not wrap: a negative one is out of bounds, as in eager."""
+    _check_index_along(node, x, index)
+    if source.rank != x.rank:
+        raise Unsupported(f"{node.target} with a {source.rank}-d source")
+    dim = normalize_dim(dim, x.rank)
+    if any(s != n for k, (s, n) in enumerate(zip(source.size, x.size)) if k != dim):
+        raise Unsupported(f"{node.target} with a source of shape {list(source.size)}")
+    out = dim_vars(source.rank)
+    bindings = [binding(index.at(out[dim:dim + index.rank]), x.size[dim], False, check_text(node))]
+    value = source.at(out)
+    if alpha != 1:
+        if x.dtype == torch.bool:
+            raise Unsupported("index_add of bools with alpha")
+        compute = upcast(x.dtype)
+        value = ex.op("mul", ex.to_dtype(value, compute), ex.constant(alpha, compute), dtype=compute)
+    return scatter_into_copy(ctx, node, x, source.size, bindings,
+                             lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:],
+                             ex.to_dtype(value, x.dtype) if alpha == 1 else value, mode)
