@@ -45,6 +45,38 @@ def test_unsigned_division_and_remainder(device):
     no_fallback(lambda x, y: (x // y, x % y, torch.fmod(x, y), torch.div(x, y, rounding_mode="trunc")), a, b)
 
 
+INTEGER_DIVISIONS = {
+    "floor_divide": lambda x, y: x // y, "trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+    "floor": lambda x, y: torch.div(x, y, rounding_mode="floor"), "remainder": torch.remainder,
+    "fmod": torch.fmod, "by_scalar_zero": lambda x, y: torch.fmod(x, 0) + y,
+    "in_a_reduction": lambda x, y: (x % y).sum(-1), "in_a_cat": lambda x, y: torch.cat([x, x // y]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("op", sorted(INTEGER_DIVISIONS))
+def test_integer_division_by_zero(device, dtype, op):
+    """Eager raises on the CPU (a RuntimeError saying ZeroDivisionError), and so does the compiled
+    code; eager's CUDA kernels do not check (the value is unspecified), nor do ours."""
+    fn = INTEGER_DIVISIONS[op]
+    a = ints(dtype, device, shape=(5, 7), low=0, high=50)
+    b = ints(dtype, device, shape=(5, 7), low=1, high=9, seed=1)
+    b[3, 4] = 0
+    compiled = torch.compile(fn, backend="tritonize")
+    if device != "cpu":
+        compiled(a, b)
+        return
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, b)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(a, b)
+    if op == "by_scalar_zero":
+        return
+    b[3, 4] = 1  # the same kernels, no zero divisor: no error, eager's values
+    torch._dynamo.reset()
+    no_fallback(fn, a, b)
+
+
 def test_integer_true_division_gives_float(device):
     a, b = ints(torch.int64, device), ints(torch.int64, device, low=1, seed=1)
     no_fallback(lambda x, y: (x / y, torch.true_divide(x, 4), x / 2.5), a, b)

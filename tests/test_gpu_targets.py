@@ -37,6 +37,11 @@ GRAPHS = {
     "int64_semantics": (lambda x: (x << (x % 70), x >> 63, 3 ** (x % 40), x ** x, torch.gcd(x, x.flip(0)),
                                    x.to(torch.uint8) * -1, torch.isinf(x)),
                         lambda: torch.randint(-2**40, 2**40, (40, 30))),
+    # integer divisors are checked for zero on the CPU only: on the GPU the check is a no-op call
+    "integer_divisors": (lambda x: (x // (x.abs() + 1), x % (x.abs() + 1), torch.fmod(x, x.abs() + 2),
+                                    torch.div(x, x.abs() + 1, rounding_mode="trunc"),
+                                    torch.cat([x // (x.abs() + 1), x]), (x % (x.abs() + 1)).sum(-1)),
+                         lambda: torch.randint(-100, 100, (40, 30), dtype=torch.int32)),
     "fp64_math": (lambda x: (x.abs().sqrt(), x.exp(), x.sin(), x.abs().rsqrt(), x.sigmoid(),
                              torch.special.bessel_j0(x), torch.special.ndtri(x.sigmoid()), torch.special.erfcx(x),
                              torch.special.spherical_bessel_j0(x), torch.ldexp(x, x.long()), torch.digamma(x)),

@@ -173,6 +173,11 @@ def _needs_int64(space: IterationSpace, buffers: dict, group: KernelGroup) -> bo
     return False
 
 
+# integer ops that divide by their second argument, named as a division-by-zero error says
+INTEGER_DIVISIONS = {"floordiv": "floor division", "truncdiv": "division", "remainder": "remainder",
+                     "fmod": "fmod"}
+
+
 class _BodyWriter:
     def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool, sizes: SizeOracle | None = None):
         self.space = space
@@ -251,7 +256,20 @@ class _BodyWriter:
             other = render_constant(e.args[2], e.dtype)
             return self.new_var(f"tl.where({condition}, {body}, {other})")
         args = [self.render(a, mask) for a in e.args]
+        if e.op in INTEGER_DIVISIONS and not e.args[1].dtype.is_floating_point:
+            self._check_divisor(e, args[1], mask)
         return self.new_var(render_op(e.op, args, [a.dtype for a in e.args], e.dtype))
+
+    def _check_divisor(self, e: ex.Expr, divisor: str, mask) -> None:
+        """Eager raises on an integer divisor of zero on the CPU: so do we there, for the lanes that
+        hold elements (masked-off lanes load 0). A no-op on the GPU (runtime/index_checks.py)."""
+        if e.args[1].op == "constant" and e.args[1].args[0] != 0:
+            return
+        message = repr(f"integer {INTEGER_DIVISIONS[e.op]} by zero")
+        if mask:
+            self.lines.append(f"checks.check_divisor_masked({divisor}, {mask}, {message})")
+        else:
+            self.lines.append(f"checks.check_divisor({divisor}, {message})")
 
     def _load(self, e: ex.Expr, mask) -> str:
         name, index = e.args

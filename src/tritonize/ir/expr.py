@@ -38,7 +38,7 @@ class Expr:
 
     @functools.cached_property
     def _hash(self) -> int:
-        return hash((self.op, self.args, self.dtype))
+        return hash((self.op, tuple(_arg_key(a) for a in self.args), self.dtype))
 
     def __hash__(self) -> int:
         return self._hash
@@ -67,9 +67,17 @@ def _same_structure(a: Expr, b: Expr) -> bool:
         for p, q in zip(x.args, y.args):
             if isinstance(p, Expr) and isinstance(q, Expr):
                 stack.append((p, q))
-            elif isinstance(p, Expr) or isinstance(q, Expr) or (p is not q and p != q):
+            elif isinstance(p, Expr) or isinstance(q, Expr) or (p is not q and _arg_key(p) != _arg_key(q)):
                 return False
     return True
+
+
+def _arg_key(arg):
+    """What identifies a non-Expr argument. Floats by their text: `==` calls 0.0 and -0.0 equal
+    (a kernel's CSE then printed one constant for both: x / -0.0 gave +inf) and NaN unequal to
+    itself; their reprs tell the signed zeros apart and make every NaN one constant. A float is
+    never equal to an int or bool of the same value (1.0 and True are different constants)."""
+    return ("float", repr(arg)) if isinstance(arg, float) else arg
 
 
 LEAVES = ("load", "constant", "index_expr")

@@ -17,6 +17,9 @@ KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros
         aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros, aten.new_ones,
         aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
         aten.squeeze, aten.detach, aten.clip,
+        # torch's select_scatter decomposition is a where() that promotes (int64 x, fp32 src gives
+        # fp32); eager casts src to x's dtype, as lower/movement.py does
+        aten.select_scatter,
         # attention stays one library call (an extern), not a decomposed softmax(QK^T)V
         aten._scaled_dot_product_flash_attention_for_cpu,
         # lower/scatter.py lowers these with eager's index rules: torch decomposes index_add and

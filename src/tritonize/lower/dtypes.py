@@ -55,3 +55,15 @@ def result_type_of(args) -> torch.dtype:
     for extra in operands[2:]:
         result = torch.promote_types(result, torch.result_type(extra, extra))
     return result
+
+
+def scalar_as_eager_reads(value, dtype: torch.dtype, device: torch.device):
+    """A Python scalar operand of an op whose inputs eager converts to `dtype`, as eager's kernel
+    reads it. On the CPU, TensorIterator converts a scalar to a low-precision float dtype before
+    the kernel runs (bf16 x == 3.14 compares with 3.140625); CUDA kernels read the scalar in their
+    fp32 compute type, unrounded. Ops whose CPU kernels also read it unrounded (mul, div) do not
+    call this. Elsewhere the conversion to the compute dtype is exact or the constant's own."""
+    if dtype in (torch.float16, torch.bfloat16) and torch.device(device).type == "cpu" \
+            and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(value, dtype=dtype).item()
+    return value

@@ -15,7 +15,7 @@ from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue
 from ..ir.symbols import dim_vars
-from .dtypes import arithmetic_dtype, meta_value, result_type_of, symbolic_size, upcast
+from .dtypes import arithmetic_dtype, meta_value, result_type_of, scalar_as_eager_reads, symbolic_size, upcast
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -43,11 +43,14 @@ def output_of(node):
     return symbolic_size(val.shape), val.dtype, val.device
 
 
-def pointwise(node, args, build, compute_dtype=None) -> TensorValue:
-    """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype."""
+def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None) -> TensorValue:
+    """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype. Python scalars
+    among args become constants of the value eager's kernel reads for an op whose inputs it
+    converts to scalar_dtype (default: the output's dtype; see `scalar_as_eager_reads`)."""
     size, out_dtype, device = output_of(node)
     compute_dtype = compute_dtype or arithmetic_dtype(out_dtype)
-    operands = [operand(a, size, compute_dtype) for a in args]
+    scalar_dtype = scalar_dtype or out_dtype
+    operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device), size, compute_dtype) for a in args]
     body = ex.to_dtype(build(*operands), out_dtype)
     return TensorValue(size, out_dtype, device, body)
 
@@ -153,7 +156,7 @@ def lower_bitwise_not(ctx, node, x):
 # --- binary --------------------------------------------------------------------------------
 
 ARITHMETIC_BINARY = {
-    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.fmax: "fmax",
+    aten.maximum: "maximum", aten.minimum: "minimum", aten.fmax: "fmax",
     aten.fmin: "fmin", aten.atan2: "atan2", aten.hypot: "hypot", aten.copysign: "copysign",
     aten.nextafter: "nextafter", aten.fmod: "fmod",
 }
@@ -171,6 +174,17 @@ for _target, _name in ARITHMETIC_BINARY.items():
     lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(node, [a, b], _op(_n)))
 
 
+def unrounded_scalars(node) -> torch.dtype:
+    """scalar_dtype for ops whose eager CPU kernels read a scalar operand unrounded in their
+    compute dtype, as CUDA's do (mul and every division: `original_scalar_value`)."""
+    return arithmetic_dtype(output_of(node)[1])
+
+
+@lowering(aten.mul)
+def lower_mul(ctx, node, a, b):
+    return pointwise(node, [a, b], _op("mul"), scalar_dtype=unrounded_scalars(node))
+
+
 def _bitwise(name):
     def lower(ctx, node, a, b):
         out_dtype = output_of(node)[1]
@@ -186,8 +200,9 @@ for _target, _name in BITWISE_BINARY.items():
 
 def _comparison(name):
     def lower(ctx, node, a, b):
-        compute = upcast(result_type_of(node.args[:2]))
-        return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), compute)
+        promoted = result_type_of(node.args[:2])
+        return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), upcast(promoted),
+                         scalar_dtype=promoted)
     return lower
 
 
@@ -198,25 +213,32 @@ for _target, _name in LOGICAL_BINARY.items():
         node, [a, b], lambda x, y: ex.op(_n, x, y, dtype=torch.bool), torch.bool))
 
 
-def _scaled(other, alpha, dtype):
-    if alpha == 1:
-        return other
-    return ex.op("mul", other, ex.constant(alpha, dtype), dtype=dtype)
+def _with_alpha(a, b, alpha) -> list:
+    """The operands of add/sub/rsub: alpha is a scalar operand too (eager converts it like the
+    other scalar: to bf16 on the CPU), left out when it is 1."""
+    return [a, b] if alpha == 1 else [a, b, alpha]
+
+
+def _scaled(other, alpha):
+    return other if alpha is None else ex.op("mul", other, alpha, dtype=other.dtype)
 
 
 @lowering(aten.add)
 def lower_add(ctx, node, a, b, alpha=1):
-    return pointwise(node, [a, b], lambda x, y: ex.op("add", x, _scaled(y, alpha, x.dtype), dtype=x.dtype))
+    return pointwise(node, _with_alpha(a, b, alpha),
+                     lambda x, y, al=None: ex.op("add", x, _scaled(y, al), dtype=x.dtype))
 
 
 @lowering(aten.sub)
 def lower_sub(ctx, node, a, b, alpha=1):
-    return pointwise(node, [a, b], lambda x, y: ex.op("sub", x, _scaled(y, alpha, x.dtype), dtype=x.dtype))
+    return pointwise(node, _with_alpha(a, b, alpha),
+                     lambda x, y, al=None: ex.op("sub", x, _scaled(y, al), dtype=x.dtype))
 
 
 @lowering(aten.rsub)
 def lower_rsub(ctx, node, a, b, alpha=1):
-    return pointwise(node, [a, b], lambda x, y: ex.op("sub", y, _scaled(x, alpha, x.dtype), dtype=x.dtype))
+    return pointwise(node, _with_alpha(a, b, alpha),
+                     lambda x, y, al=None: ex.op("sub", y, _scaled(x, al), dtype=x.dtype))
 
 
 def _division(rounding_mode):
@@ -233,19 +255,19 @@ def _division(rounding_mode):
 
 @lowering(aten.div, aten.true_divide)
 def lower_div(ctx, node, a, b, rounding_mode=None):
-    return pointwise(node, [a, b], _division(rounding_mode))
+    return pointwise(node, [a, b], _division(rounding_mode), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(prims.div.default)
 def lower_prims_div(ctx, node, a, b):
     """prims.div truncates for integers and divides for floats."""
     integer = not output_of(node)[1].is_floating_point
-    return pointwise(node, [a, b], _division("trunc" if integer else None))
+    return pointwise(node, [a, b], _division("trunc" if integer else None), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(aten.floor_divide)
 def lower_floor_divide(ctx, node, a, b):
-    return pointwise(node, [a, b], _division("floor"))
+    return pointwise(node, [a, b], _division("floor"), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(aten.remainder)

@@ -32,7 +32,10 @@ def _elementwise(fn, *, returns_int=False):
             data, sty = _as_array(a)
             arrays.append(data)
             scalar_type = scalar_type or sty
-        dtype = next(a.dtype for a, x in zip(arrays, args) if isinstance(x, tl.core.tensor))
+        # Only Python numbers (a folded constant call: copysign(1.0, -0.0)): Triton makes a
+        # float literal an fp32 tensor before calling libdevice, so the twin computes in fp32 too.
+        dtype = next((a.dtype for a, x in zip(arrays, args) if isinstance(x, tl.core.tensor)), np.float32)
+        scalar_type = scalar_type or tl.float32
         arrays = [a.astype(dtype) if a.dtype != dtype else a for a in arrays]
         tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
         result = fn(*torch.broadcast_tensors(*tensors)).numpy()

@@ -29,7 +29,7 @@ from triton.runtime.errors import InterpreterError
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
 from .heuristics import DeviceInfo, KernelShape, candidates, dynamic_grid, uses_heavy_math
-from .interpreter_checks import IndexOutOfBoundsError
+from .interpreter_checks import IndexOutOfBoundsError, IntegerDivisionByZeroError
 from .loader import load_source_module
 from .progress import wait_all
 from .triton_compile import ArgSpec, CompileJob, supports_pdl
@@ -71,9 +71,10 @@ class InterpretedKernel(GeneratedKernel):
         runner = self.runner if self.numels_of is None else self.fn[self.grid_for(self.config, args)]
         try:
             runner(*args, **self.launch_kwargs)
-        except InterpreterError as err:  # an index out of bounds is the user's error: say it plainly
-            if isinstance(err.__cause__, IndexOutOfBoundsError):
-                raise IndexOutOfBoundsError(f"{err.__cause__} (kernel {self.name})") from None
+        except InterpreterError as err:  # a bad index or divisor is the user's error: say it plainly
+            cause = err.__cause__
+            if isinstance(cause, (IndexOutOfBoundsError, IntegerDivisionByZeroError)):
+                raise type(cause)(f"{cause} (kernel {self.name})") from None
             raise
 
 
