@@ -42,7 +42,7 @@ VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.trans
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     ctx = LoweringContext(options)
-    env: dict = {}
+    env = ctx.values  # as_strided reads the value of the node that owns its input's storage
     inputs: list[InputBuffer] = []
     outputs: list[GraphOutput] = []
     for node in gm.graph.nodes:
