@@ -155,3 +155,32 @@ def test_flip_of_slice_of_view_of_cat(device):
                 torch.cat([a, b, a], 1).view(3, 2)[1:].flip(0, 1) * 1)
 
     check(fn, _x(device, 2, 1), _x(device, 2, 1))
+
+
+def _write_through_as_strided(x):
+    y = x.t() + 1  # transposed in eager: the as_strided write addresses that layout
+    y.as_strided((2,), (3,), 1).mul_(2)
+    return y
+
+
+def _write_through_as_strided_channels_last(x):
+    y = x * 2
+    y.as_strided((2, 3), (1, 8), 4).add_(10)
+    return y
+
+
+def test_as_strided_scatter_writes_eager_storage(device):
+    """Functionalization turns a write through as_strided into as_strided_scatter, which writes
+    storage positions of its input as eager lays it out."""
+    aten = torch.ops.aten
+
+    def explicit(x, src):
+        return (aten.as_strided_scatter(x.t() * 1, src, (2, 2), (1, 3), 1),
+                aten.as_strided_scatter(x, src, (2, 2), (2, 1), 3))  # a graph input: aten on x itself
+
+    check(_write_through_as_strided, _x(device, 3, 4))
+    check(_write_through_as_strided_channels_last, _channels_last(device, 2, 3, 2, 2))
+    x, src = _x(device, 3, 4), _x(device, 2, 2)
+    before = x.clone()
+    check(explicit, x, src)
+    assert torch.equal(x, before)

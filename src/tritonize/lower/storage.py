@@ -74,7 +74,7 @@ def eager_storage(ctx, owner: torch.fx.Node) -> tuple[TensorArg, int]:
                            "the layout eager gives it (the storage as_strided reads) is unknown",
                            ctx.current_node)
     size, stride = tuple(meta.shape), tuple(meta.stride())
-    if _overlaps(size, stride):
+    if overlaps(size, stride):
         raise CompileError("lowering", f"as_strided over {owner.name}, whose eager layout "
                            f"(size {list(size)}, stride {list(stride)}) overlaps itself: "
                            "which element eager's storage keeps there is not defined",
@@ -82,7 +82,7 @@ def eager_storage(ctx, owner: torch.fx.Node) -> tuple[TensorArg, int]:
     return ctx.realize(value, stride=stride), int(meta.storage_offset())
 
 
-def _overlaps(size, stride) -> bool:
+def overlaps(size, stride) -> bool:
     """True when two elements of (size, stride) share a storage position."""
     if 0 in size:
         return False
