@@ -19,7 +19,7 @@ import operator
 import torch
 
 from ..errors import CompileError
-from ..ir.nodes import InputBuffer, TensorArg, strided_view_of
+from ..ir.nodes import InputBuffer, TensorArg, buffer_value, strided_view_of
 
 aten = torch.ops.aten
 
@@ -79,7 +79,10 @@ def eager_storage(ctx, owner: torch.fx.Node) -> tuple[TensorArg, int]:
                            f"(size {list(size)}, stride {list(stride)}) overlaps itself: "
                            "which element eager's storage keeps there is not defined",
                            ctx.current_node)
-    return ctx.realize(value, stride=stride), int(meta.storage_offset())
+    storage = ctx.realize(value, stride=stride)
+    if storage.is_plain:  # later readers (another as_strided) reuse the buffer, not a second copy
+        ctx.values[owner] = buffer_value(storage.buffer_name, ctx.buffers[storage.buffer_name].layout)
+    return storage, int(meta.storage_offset())
 
 
 def overlaps(size, stride) -> bool:
