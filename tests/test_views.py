@@ -169,3 +169,103 @@ def test_view_of_an_input_returned_with_the_input(device):
     actual = torch.compile(fn, backend="tritonize")(x)
     assert_same(actual, expected)
     assert actual[0] is x and _same_storage(x, actual[1]) and torch.equal(x, expected_x)
+
+
+# --- as_strided addresses the storage eager keeps its input in (issue 25, bugs 4 and 5) ---------
+
+def _channels_last(device, *shape):
+    return _x(device, *shape).to(memory_format=torch.channels_last)
+
+
+AS_STRIDED_OVER_COMPUTED = {
+    # x + 1 keeps x's channels-last layout in eager (bug 4)
+    "channels_last": (lambda x: torch.as_strided(x + 1, (2, 8, 2, 4, 2), (128, 1, 64, 8, 32), 0),
+                      lambda d: (_channels_last(d, 2, 8, 4, 4),)),
+    # repeat's result is a fresh contiguous tensor, never its input's storage (bug 5)
+    "repeat": (lambda x: (lambda full: torch.as_strided(full, (3, 2), full.stride()) * 2)(x.repeat(3, 2)),
+               lambda d: (_x(d, 1, 1),)),
+    "transposed": (lambda x: torch.as_strided(x.t() + 1, (3, 4), (1, 3)), lambda d: (_x(d, 3, 4),)),
+    "transposed_offset": (lambda x: torch.as_strided(x.t() * 2, (2, 2), (2, 1), 3), lambda d: (_x(d, 3, 4),)),
+    "permuted": (lambda x: torch.as_strided(x.permute(2, 0, 1).exp(), (4, 6), (6, 1)),
+                 lambda d: (_x(d, 2, 3, 4),)),
+    "expand_of_computed": (lambda x: torch.as_strided((x + 1).expand(3, 4), (2, 2), (1, 1), 1) + 1,
+                           lambda d: (_x(d, 4),)),
+    "cat": (lambda a, b: torch.as_strided(torch.cat([a, b], 1), (3, 2), (1, 3)), lambda d: (_x(d, 2, 2), _x(d, 2, 1))),
+    "pad": (lambda x: torch.as_strided(torch.nn.functional.pad(x, (1, 1)), (3, 3), (1, 4), 1),
+            lambda d: (_x(d, 3, 2),)),
+    # a view's own storage offset is where as_strided starts when it is given none
+    "slice_of_computed": (lambda x: torch.as_strided((x + 1)[1:, ::2], (2, 2), (1, 4)), lambda d: (_x(d, 3, 4),)),
+    "slice_of_transposed": (lambda x: torch.as_strided((x.t() + 1)[1:], (2, 2), (1, 4)), lambda d: (_x(d, 4, 3),)),
+    "unbind_piece": (lambda x: torch.as_strided((x * 3).unbind(0)[1], (3,), (2,)), lambda d: (_x(d, 3, 4),)),
+    "keepdim_reduction": (lambda x: torch.as_strided(x.amax(2, keepdim=True) + 0, (2, 15), (15, 1)),
+                          lambda d: (_channels_last(d, 2, 3, 4, 5),)),
+    "contiguous_of_channels_last": (lambda x: torch.as_strided(x.contiguous(), (2, 60), (60, 1)),
+                                    lambda d: (_channels_last(d, 2, 3, 4, 5),)),
+    "view_of_computed": (lambda x: torch.as_strided((x + 1).t(), (3, 4), (1, 3)), lambda d: (_x(d, 3, 4),)),
+    "as_strided_twice": (lambda x: torch.as_strided(torch.as_strided(x * 2, (2, 3), (3, 1), 1), (4,), (2,), 2),
+                         lambda d: (_x(d, 12),)),
+    "as_strided_copy": (lambda x: torch.ops.aten.as_strided_copy(x.t() + 1, (3, 4), (1, 3)),
+                        lambda d: (_x(d, 3, 4),)),
+    "mm": (lambda a, b: torch.as_strided((a @ b).t(), (6,), (1,)), lambda d: (_x(d, 2, 5), _x(d, 5, 3))),
+    "conv_channels_last": (lambda x, w: torch.as_strided(torch.nn.functional.conv2d(x, w) + 1, (2, 10), (10, 1), 5),
+                           lambda d: (_channels_last(d, 2, 3, 4, 5), _channels_last(d, 3, 3, 3, 3))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AS_STRIDED_OVER_COMPUTED))
+def test_as_strided_over_computed_value_reads_eager_storage(device, case):
+    fn, make_args = AS_STRIDED_OVER_COMPUTED[case]
+    args = make_args(device)
+    before = [a.clone() for a in args]
+    check(fn, *args)
+    for a, b in zip(args, before):
+        assert torch.equal(a, b) and a.stride() == b.stride()
+
+
+def test_logical_views_of_non_contiguous_values(device):
+    """view/reshape/flatten/unfold pick elements by position whatever the layout: no storage involved."""
+    def fn(x, y):
+        return ((x.t() + 1).unfold(0, 2, 1) * 1, (x.t() + 1).reshape(-1).view(2, 6) * 1,
+                (y * 2).flatten() + 0, (y * 2).view(2, 3, 20) + 0)
+
+    check(fn, _x(device, 3, 4), _channels_last(device, 2, 3, 4, 5))
+
+
+# --- views of cat and pad: slices, flips and reshapes compose (issue 25, bug 6) ------------------
+
+def test_flip_of_slice_of_view_of_cat(device):
+    def fn(a, b):
+        return (torch.cat([a, b], 1).view(4)[0:3].flip(0) * 1,
+                torch.cat([a, b], 1).flatten()[1:].flip(0).reshape(3, 1) + 0,
+                torch.cat([a, b, a], 1).view(3, 2)[1:].flip(0, 1) * 1)
+
+    check(fn, _x(device, 2, 1), _x(device, 2, 1))
+
+
+def _write_through_as_strided(x):
+    y = x.t() + 1  # transposed in eager: the as_strided write addresses that layout
+    y.as_strided((2,), (3,), 1).mul_(2)
+    return y
+
+
+def _write_through_as_strided_channels_last(x):
+    y = x * 2
+    y.as_strided((2, 3), (1, 8), 4).add_(10)
+    return y
+
+
+def test_as_strided_scatter_writes_eager_storage(device):
+    """Functionalization turns a write through as_strided into as_strided_scatter, which writes
+    storage positions of its input as eager lays it out."""
+    aten = torch.ops.aten
+
+    def explicit(x, src):
+        return (aten.as_strided_scatter(x.t() * 1, src, (2, 2), (1, 3), 1),
+                aten.as_strided_scatter(x, src, (2, 2), (2, 1), 3))  # a graph input: aten on x itself
+
+    check(_write_through_as_strided, _x(device, 3, 4))
+    check(_write_through_as_strided_channels_last, _channels_last(device, 2, 3, 2, 2))
+    x, src = _x(device, 3, 4), _x(device, 2, 2)
+    before = x.clone()
+    check(explicit, x, src)
+    assert torch.equal(x, before)

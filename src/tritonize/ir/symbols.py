@@ -3,6 +3,11 @@
 Index expressions are sympy expressions over non-negative integer symbols (one per iteration dim).
 Views produce `FloorDiv` and `ModularIndexing` terms; this module keeps them small:
 
+* invariant: the first argument of every FloorDiv/ModularIndexing is non-negative wherever the
+  element is not masked off. Codegen prints them as Triton's `//` and `%`, which truncate toward
+  zero (C semantics), and the range rules below assume it. A rule may only build a FloorDiv or
+  ModularIndexing of an argument that is non-negative for every value of its symbols;
+
 * rules that hold for every integer argument live in the functions' `eval` (sympy applies them
   whenever an expression is built or substituted);
 * rules that need the ranges of the variables (`x < n`) live in `simplify_with_ranges`, called
@@ -44,7 +49,11 @@ def reduction_vars(rank: int) -> list[sympy.Symbol]:
 
 
 def _split_divisible(expr: sympy.Expr, divisor: int):
-    """Split an Add into (terms whose integer coefficient is a multiple of divisor, the rest)."""
+    """Split an Add into (terms whose integer coefficient is a multiple of divisor, the rest).
+
+    (0, expr) when the rest could be negative: `FloorDiv(2 - d0, 2)` must not become
+    `1 + FloorDiv(-d0, 2)`, whose argument breaks the module's invariant (printed as Triton's
+    truncating `//` it gives 0 instead of -1 at d0 = 1)."""
     multiple, rest = [], []
     for term in sympy.Add.make_args(expr):
         coeff, _ = term.as_coeff_Mul()
@@ -52,7 +61,19 @@ def _split_divisible(expr: sympy.Expr, divisor: int):
             multiple.append(term)
         else:
             rest.append(term)
-    return sympy.Add(*multiple), sympy.Add(*rest)
+    rest = sympy.Add(*rest)
+    if not _is_nonnegative(rest):
+        return sympy.Integer(0), expr
+    return sympy.Add(*multiple), rest
+
+
+def _is_nonnegative(expr: sympy.Expr) -> bool:
+    """True when expr >= 0 for every value of its symbols (a sum of non-negative terms)."""
+    for term in sympy.Add.make_args(expr):
+        coeff, rest = term.as_coeff_Mul()
+        if coeff < 0 or rest.is_nonnegative is not True:
+            return False
+    return True
 
 
 class FloorDiv(sympy.Function):
@@ -126,6 +147,8 @@ def upper_bound(expr: sympy.Expr, ranges: dict) -> int | None:
         if coeff.is_Integer and coeff >= 0:
             hi = upper_bound(rest, ranges)
             return None if hi is None else int(coeff) * hi
+        if coeff.is_Integer and rest.is_nonnegative is True:
+            return 0  # a negative multiple of a non-negative term (flip's `n - 1 - d`)
     return None
 
 

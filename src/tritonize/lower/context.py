@@ -45,6 +45,7 @@ class LoweringContext:
         self.constants: dict[str, torch.Tensor] = {}
         self.storage_offsets: dict[str, int] = {}
         self.current_node = None
+        self.values: dict = {}  # FX node -> what it lowered to, filled by lower_graph
         self.random = None  # lower/random.py's RandomState, once the graph has a random op
         self._counter = itertools.count()
 

@@ -49,7 +49,7 @@ MULTI_VIEW_OPS = {aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, at
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     ctx = LoweringContext(options, SizeOracle.of(example_inputs))
-    env: dict = {}
+    env = ctx.values  # as_strided reads the value of the node that owns its input's storage
     inputs: list[InputBuffer] = []
     arg_names: list[str] = []
     symbol_sources: dict = {}

@@ -3,7 +3,8 @@
 * several views at once: split, split_with_sizes, unbind (and chunk, which decomposes to split);
 * repeat (modular indices) and unfold (sliding windows);
 * scatters of a whole view: slice_scatter, select_scatter, diagonal_scatter -- the input, with
-  the positions of the view replaced by `src` (a mask picks them);
+  the positions of the view replaced by `src` (a mask picks them); as_strided_scatter, which
+  addresses storage, is a copy laid out like eager's input and a ScatterOp writing into it;
 * the `*_copy` variants of the views (view_copy, permute_copy, ...): in this functional IR a copy
   is the view itself; graph outputs that eager does not alias get their own buffer anyway
   (lower/graph.py).
@@ -13,13 +14,15 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..errors import Unsupported
+from ..errors import CompileError, Unsupported
 from ..ir import expr as ex
-from ..ir.nodes import TensorValue
+from ..ir.nodes import TensorValue, buffer_value
+from ..ir.scatter import ScatterOp
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from . import views
 from .pointwise import output_of
 from .registry import lowering
+from .storage import overlaps, storage_owner
 
 aten = torch.ops.aten
 
@@ -164,6 +167,38 @@ def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1):
     diag = out[d1] - max(-offset, 0)
     mask = _index_eq(out[d2] - out[d1], offset)
     return _replace_where(node, x, mask, src.at(rest + [diag]))
+
+
+@lowering(aten.as_strided_scatter.default)
+def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=None):
+    """x with src written at storage positions offset + sum(stride * index) of x's eager layout.
+
+    Eager clones x keeping its strides and storage offset, then writes through as_strided: so
+    the copy is laid out like eager's x (meta["val"]) and the writes address that copy. A graph
+    input is left to aten, which is given the caller's tensor itself (exactly eager's storage)."""
+    source = node.args[0]
+    if storage_owner(source).op in ("placeholder", "get_attr"):
+        raise Unsupported("as_strided_scatter of a graph input (aten gets the tensor itself)")
+    meta = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor):
+        raise CompileError("lowering", f"as_strided_scatter over {source}, which has no meta['val']: "
+                           "the layout eager gives it (the storage it writes) is unknown", node)
+    layout_size, layout_stride = tuple(meta.shape), tuple(meta.stride())
+    start = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
+    last = start + sum(st * (n - 1) for st, n in zip(stride, size))
+    span = sum(st * (n - 1) for st, n in zip(layout_stride, layout_size)) + 1
+    if overlaps(layout_size, layout_stride) or (0 not in size and (start < 0 or last >= span)):
+        raise CompileError("lowering", f"as_strided_scatter writes storage positions {start}..{last} "
+                           f"of an input laid out as size {list(layout_size)}, stride "
+                           f"{list(layout_stride)}: outside its elements or overlapping", node)
+    dtype = output_of(node)[1]
+    copy = ctx.compute_buffer(TensorValue(x.size, dtype, x.device, ex.to_dtype(x.body, dtype)), layout_stride)
+    if 0 not in size:
+        out = dim_vars(len(size))
+        index = start + sum((st * d for st, d in zip(stride, out)), sympy.Integer(0))
+        ctx.operations.append(ScatterOp(ctx.new_name("scatter"), copy.name, tuple(size), (), index,
+                                        ex.to_dtype(src.at(out), dtype), "store", [ctx.origin()]))
+    return buffer_value(copy.name, copy.layout)
 
 
 # --- *_copy variants of views ------------------------------------------------------------------

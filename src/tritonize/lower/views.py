@@ -12,12 +12,13 @@ import sys
 import sympy
 import torch
 
-from ..errors import Unsupported
+from ..errors import CompileError, Unsupported
 from ..ir import expr as ex
-from ..ir.nodes import TensorValue, buffer_value, strided_view_of
+from ..ir.nodes import TensorValue
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from .pointwise import output_of
 from .registry import lowering
+from .storage import eager_storage, storage_owner
 
 aten = torch.ops.aten
 
@@ -181,18 +182,27 @@ def lower_view(ctx, node, x, shape):
 
 @lowering(aten.as_strided.default)
 def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
-    view = strided_view_of(x)
-    if view is None:
-        x = ctx.realize_value(x)
-        view = strided_view_of(x)
-    name = view[0]
-    layout = ctx.buffers[name].layout
-    base_offset = ctx.storage_offset_of(name)
-    offset = (storage_offset - base_offset) if storage_offset is not None else view[3]
+    """Reads the storage eager keeps x in (lower/storage.py), not whatever buffer x reads."""
+    source = node.args[0]
+    storage, start = eager_storage(ctx, storage_owner(source))
+    if storage_offset is None:  # as_strided keeps its input's storage offset
+        storage_offset = _eager_storage_offset(ctx, source, start)
     out = dim_vars(len(size))
-    index = offset + sum((st * d for st, d in zip(stride, out)), sympy.Integer(0))
+    index = storage.offset + storage_offset - start + sum((st * d for st, d in zip(stride, out)),
+                                                          sympy.Integer(0))
     out_size, _, device = output_of(node)
-    return TensorValue(out_size, x.dtype, device, ex.load(name, index, layout.dtype))
+    layout = ctx.buffers[storage.buffer_name].layout
+    return TensorValue(out_size, x.dtype, device, ex.load(storage.buffer_name, index, layout.dtype))
+
+
+def _eager_storage_offset(ctx, node, owner_start: int) -> int:
+    meta = node.meta.get("val")
+    if isinstance(meta, torch.Tensor):
+        return int(meta.storage_offset())
+    if storage_owner(node) is node:
+        return owner_start
+    raise CompileError("lowering", f"as_strided without a storage offset over {node.name}, which "
+                       "has no meta['val']: eager's storage offset of it is unknown", ctx.current_node)
 
 
 @lowering(aten.flip.default)
