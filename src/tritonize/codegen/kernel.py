@@ -12,7 +12,6 @@ import dataclasses
 
 import sympy
 
-from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer
 from ..ir.sizes import SizeOracle, is_symbolic
@@ -23,6 +22,8 @@ from .index_printer import print_index
 from .indirect import has_indirect, render_indirect, resolve
 from .iteration import IterationSpace, plan_iteration
 from .ops_table import render_cast, render_constant, render_op, triton_dtype
+from .symbolic import SizeParameters, check_symbolic_kernel, is_symbolic_kernel
+from .symbolic import needs_int64 as symbolic_needs_int64
 
 KERNEL_HEADER = """import triton
 import triton.language as tl
@@ -68,16 +69,20 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
     stores = [(b, b.layout.index(dims)) for b in group.stored]
     first = (group.stored or group.buffers)[0]
     expressions = _index_expressions(group, stores)
-    symbolic = sizes is not None and _is_symbolic_group(group, expressions, sizes)
+    symbolic = is_symbolic_kernel([*group.size, *expressions], sizes)
     hint = sizes.hint if symbolic else int
     space = plan_iteration(group.size, dims, first.layout.stride, expressions, hint)
     size_params = None
     if symbolic:
-        _check_symbolic_group(group)
-        use_int64 = _needs_int64_symbolic(space, buffers, group, sizes)
+        check_symbolic_kernel(b.body for b in group.buffers)
+        use_int64 = symbolic_needs_int64(space.xnumel * space.ynumel, buffers, [b.body for b in group.buffers],
+                                         [b.name for b in group.stored], sizes)
         hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
-        size_params = SizeParameters.of(space)
-        space = size_params.rename_space(space)  # from here on, sizes are the kernel's parameters
+        size_params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values()],
+                                        [s for s, _ in space.x_dims + space.y_dims])
+        # from here on, sizes are the kernel's parameters
+        space = IterationSpace(size_params.rename_dims(space.x_dims), size_params.rename_dims(space.y_dims),
+                               {e: size_params.rename(v) for e, v in space.rewrite.items()})
     else:
         use_int64 = _needs_int64(space, buffers, group)
         hints = (space.xnumel, space.ynumel)
@@ -98,56 +103,6 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
     source = _assemble(name, params, space, writer, group)
     return RenderedKernel(name, source, "pointwise", arg_names, *hints, group.origins(),
                           checks=writer.has_checks, numel_exprs=numel_exprs)
-
-
-class SizeParameters:
-    """The symbolic sizes a kernel needs, as int parameters `ks0, ks1...` (named by role, so
-    kernels alike but for their sizes share a source); `arguments` are the wrapper's symbols."""
-
-    def __init__(self, symbols: list):
-        self.arguments = [s.name for s in symbols]
-        self.names = [f"ks{k}" for k in range(len(symbols))]
-        self.renames = {s: sympy.Symbol(n, integer=True, positive=True) for s, n in zip(symbols, self.names)}
-
-    @classmethod
-    def of(cls, space: IterationSpace) -> "SizeParameters":
-        index_symbols = {s for s, _ in space.x_dims + space.y_dims}
-        found: list = []
-        for expr in [space.xnumel, space.ynumel, *space.rewrite.values()]:
-            free = sympy.sympify(expr).free_symbols - index_symbols
-            for symbol in sorted((s for s in free if not ex.is_indirect_symbol(s)), key=lambda s: s.name):
-                if symbol not in found:
-                    found.append(symbol)
-        return cls(found)
-
-    def rename(self, expr):
-        return sympy.sympify(expr).xreplace(self.renames)
-
-    def rename_space(self, space: IterationSpace) -> IterationSpace:
-        return IterationSpace([(s, self.rename(n)) for s, n in space.x_dims],
-                              [(s, self.rename(n)) for s, n in space.y_dims],
-                              {e: self.rename(v) for e, v in space.rewrite.items()})
-
-
-def _is_symbolic_group(group: KernelGroup, expressions, sizes: SizeOracle) -> bool:
-    return any(sizes.is_size_symbol(s) for v in [*group.size, *expressions] for s in sympy.sympify(v).free_symbols)
-
-
-def _check_symbolic_group(group: KernelGroup) -> None:
-    """What stage 1 of dynamic shapes generates (docs/design.md): plain and masked loads."""
-    for buffer in group.buffers:
-        if any(e.op == "indirect" for e in ex.walk(buffer.body)):
-            raise Unsupported("indirect indexing with symbolic sizes is not generated yet")
-
-
-def _needs_int64_symbolic(space: IterationSpace, buffers: dict, group: KernelGroup, sizes: SizeOracle) -> bool:
-    """int32 indices when the iteration space and every buffer the kernel touches hold fewer
-    than 2^31 elements: each index is then below one of those (views stay inside their
-    buffer), guarded through the ShapeEnv when not proven."""
-    touched = {e.args[0] for b in group.buffers for e in ex.walk(b.body) if e.op == "load"}
-    touched |= {b.name for b in group.stored}
-    extents = [space.xnumel * space.ynumel] + [buffers[n].layout.storage_span() for n in sorted(touched)]
-    return not all(sizes.guard_at_most(e, INT32_LIMIT) for e in extents)
 
 
 def _index_expressions(group: KernelGroup, stores) -> list:

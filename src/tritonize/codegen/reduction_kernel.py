@@ -21,6 +21,7 @@ import triton
 
 from ..ir import expr as ex
 from ..ir.nodes import ReductionBuffer
+from ..ir.sizes import SizeOracle, is_symbolic
 from ..ir.symbols import affine_coefficients, dim_vars, index_symbol, simplify_with_ranges, upper_bound
 from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION
 from .index_printer import print_index
@@ -29,6 +30,8 @@ from .iteration import merge_dims
 from .kernel import INT32_LIMIT, RenderedKernel, kernel_source, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
 from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
+from .symbolic import SizeParameters, check_symbolic_kernel, is_symbolic_kernel
+from .symbolic import needs_int64 as symbolic_needs_int64
 
 MAX_OUTER_PERSISTENT_RBLOCK = 64
 
@@ -58,23 +61,51 @@ class RowIteration:
         return {s for s, _ in self.r_dims}
 
 
-def render_reduction_kernel(group, buffers: dict, name: str) -> RenderedKernel:
+def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
+    """sizes: the graph's SizeOracle when its sizes are symbolic (ir/sizes.py). A row of
+    symbolic length gets the looped kernel, right for any length."""
     rows = group.rows
     members = [_member(rows, b) for b in group.buffers]
     space = _plan(rows, members)
+    symbolic = is_symbolic_kernel([space.xnumel, space.rnumel, *space.rewrite.values()], sizes)
+    numel_exprs, size_params = {}, None
+    if symbolic:
+        check_symbolic_kernel(m.body for m in members)
+        use_int64 = symbolic_needs_int64(space.xnumel * space.rnumel, buffers, [m.body for m in members],
+                                         [m.buffer.name for m in members], sizes)
+        hints = (sizes.hint(space.xnumel), sizes.hint(space.rnumel))
+        space, size_params = _with_size_parameters(space)
+        numel_exprs = {"xnumel": print_index(space.xnumel), "ynumel": "1"}
+    else:
+        use_int64 = _needs_int64(space, members)
+        hints = (space.xnumel, space.rnumel)
     outer = _is_outer_reduction(space, members)
-    rblock = triton.next_power_of_2(max(space.rnumel, 1))
-    persistent = rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
-    writer = _ReductionWriter(space, buffers, group, members, persistent, _needs_int64(space, members))
+    rblock = triton.next_power_of_2(max(hints[1], 1))
+    persistent = not is_symbolic(space.rnumel) and \
+        rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
+    writer = _ReductionWriter(space, buffers, group, members, persistent, use_int64)
     pairs = {} if persistent else online_softmax_pairs(members)
     writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
     writer.write_all(_stages(members, pairs))
     kind = "persistent_reduction" if persistent else "reduction"
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
+    arg_names = writer.loaded + stored
+    if size_params is not None:
+        params, arg_names = params + size_params.names, arg_names + size_params.arguments
     source = _assemble(name, params, space, writer, group, persistent, rblock)
-    return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
-                          rnumel=space.rnumel, hint="outer" if outer else "inner", checks=writer.has_checks)
+    return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
+                          hint="outer" if outer else "inner", checks=writer.has_checks, numel_exprs=numel_exprs)
+
+
+def _with_size_parameters(space: RowIteration):
+    """The row iteration over the kernel's size parameters instead of the ShapeEnv's symbols."""
+    params = SizeParameters.of([space.xnumel, space.rnumel, *space.rewrite.values()],
+                               [s for s, _ in space.x_dims + space.r_dims])
+    renamed = RowIteration(params.rename_dims(space.x_dims), params.rename_dims(space.r_dims),
+                           {e: params.rename(v) for e, v in space.rewrite.items()},
+                           params.rename(space.xnumel), params.rename(space.rnumel))
+    return renamed, params
 
 
 def _member(rows, buffer) -> Member:
@@ -202,11 +233,16 @@ class _ReductionWriter(_BodyWriter):
         self.members = {m.buffer.name: m for m in members}
         self.persistent = persistent
         super().__init__(space, buffers, use_int64)
-        self.x_mask = "xmask" if space.xnumel % MAX_XBLOCK_REDUCTION else None
-        limit = triton.next_power_of_2(max(space.rnumel, 1))
-        limit = limit if persistent else min(limit, MAX_RBLOCK_LOOPED)  # RBLOCK divides limit
-        self.r_mask = "rmask" if space.rnumel % limit or not persistent else None
-        self.apply_r_mask = space.rnumel % limit != 0
+        self.x_mask = "xmask" if is_symbolic(space.xnumel) or space.xnumel % MAX_XBLOCK_REDUCTION else None
+        if is_symbolic(space.rnumel):  # looped (see render_reduction_kernel): every tile is masked
+            self.r_mask, self.apply_r_mask = "rmask", True
+        else:
+            limit = triton.next_power_of_2(max(space.rnumel, 1))
+            limit = limit if persistent else min(limit, MAX_RBLOCK_LOOPED)  # RBLOCK divides limit
+            self.r_mask = "rmask" if space.rnumel % limit or not persistent else None
+            self.apply_r_mask = space.rnumel % limit != 0
+        # what var divides by: the row length, as a literal or (symbolic) the kernel's `rnumel`
+        self.row_length = "rnumel" if is_symbolic(space.rnumel) else space.rnumel
         self.full_mask = " & ".join(m for m in (self.x_mask, self.r_mask if self.apply_r_mask else None) if m) or None
         self.online: dict[str, str] = {}  # max member name -> the sum member computed with it
         self.tile_reductions: dict = {}  # (type, body, correction) -> result (persistent kernels)
@@ -253,6 +289,9 @@ class _ReductionWriter(_BodyWriter):
         kernel's domain: its span must cover as many elements as there are points (overlapping
         windows, e.g. x.unfold(0, 64, 1).sum(-1), read elements several times: no evict_first)."""
         extents = dict(self.space.x_dims + self.space.r_dims)
+        values = [*coeffs.values(), *extents.values()]
+        if any(is_symbolic(v) for v in values):
+            return True  # symbolic sizes: assume a plain streaming read (only an L2 hint)
         span = 1 + sum(abs(int(coeffs.get(s, 0))) * (n - 1) for s, n in extents.items())
         return span >= self.space.xnumel * self.space.rnumel
 
@@ -354,7 +393,7 @@ class _ReductionWriter(_BodyWriter):
                 self.tile_reductions[sum_key] = self.new_var(f"helpers.sum2({tile}, 1)")
             total = self.tile_reductions[sum_key]
         result = total if buffer.reduction_type == "sum" else \
-            persistent_lines(self, buffer, tile, dtype, self.space.rnumel, total)
+            persistent_lines(self, buffer, tile, dtype, self.row_length, total)
         self.tile_reductions[key] = result
         return result
 
@@ -391,7 +430,7 @@ class _ReductionWriter(_BodyWriter):
         loop = [f"for roffset in range({offset}, rnumel, RBLOCK):"] + ["    " + line for line in self.lines]
         self.lines = outer_lines + loop
         self.cache, self.stored_values = saved
-        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.space.rnumel)
+        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.row_length)
                    for m, state in states}
         for row_max, total, state in online:
             results[row_max.buffer.name], results[total.buffer.name] = state[0], state[1]
@@ -414,8 +453,8 @@ class _ReductionWriter(_BodyWriter):
 def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,
               rblock: int) -> str:
     program = "tl.program_id(0).to(tl.int64)" if writer.use_int64 else "tl.program_id(0)"
-    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {space.xnumel}",
-             f"rnumel = {space.rnumel}"]
+    lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {print_index(space.xnumel)}",
+             f"rnumel = {print_index(space.rnumel)}"]
     if persistent:
         lines.append(f"RBLOCK: tl.constexpr = {rblock}")
     lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")

@@ -22,8 +22,9 @@ LANE_UPDATES = {"sum": "{0} + {1}", "prod": "{0} * {1}", "max": "helpers.maximum
                 "min": "helpers.minimum({0}, {1})"}
 
 
-def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel: int, total: str | None = None) -> str:
-    """total: the row sum of tile when the caller has it (var's mean reuses it)."""
+def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel, total: str | None = None) -> str:
+    """total: the row sum of tile when the caller has it (var's mean reuses it). rnumel: the row
+    length, an int or (symbolic sizes) the kernel variable's name."""
     rtype = buffer.reduction_type
     if rtype in LANE_REDUCERS:
         return writer.new_var(LANE_REDUCERS[rtype].format(tile))
@@ -36,7 +37,7 @@ def persistent_lines(writer, buffer, tile: str, dtype: torch.dtype, rnumel: int,
     if writer.apply_r_mask:
         deviation = writer.new_var(f"tl.where(rmask, {deviation}, {render_constant(0, dtype)})")
     m2 = writer.new_var(f"helpers.sum2({deviation} * {deviation}, 1)")
-    return writer.new_var(_divide(m2, max(rnumel - buffer.correction, 0), dtype))
+    return writer.new_var(_divide(m2, _dof(rnumel, buffer.correction), dtype))
 
 
 def init_lines(buffer, state: list[str], dtype: torch.dtype) -> list[str]:
@@ -67,7 +68,7 @@ def update_lines(writer, buffer, state: list[str], value: str, dtype: torch.dtyp
                         f"{state[0]}, {state[1]}, {value}, rindex)")
 
 
-def finalize_lines(writer, buffer, state: list[str], dtype: torch.dtype, rnumel: int) -> str:
+def finalize_lines(writer, buffer, state: list[str], dtype: torch.dtype, rnumel) -> str:
     rtype = buffer.reduction_type
     if rtype in LANE_REDUCERS:
         return writer.new_var(LANE_REDUCERS[rtype].format(state[0]))
@@ -76,7 +77,7 @@ def finalize_lines(writer, buffer, state: list[str], dtype: torch.dtype, rnumel:
     mean, m2, count = (f"tmp{writer.counter + k}" for k in range(3))
     writer.counter += 3
     writer.lines.append(f"{mean}, {m2}, {count} = helpers.welford({', '.join(state)}, 1)")
-    return writer.new_var(_divide(m2, max(rnumel - buffer.correction, 0), dtype))
+    return writer.new_var(_divide(m2, _dof(rnumel, buffer.correction), dtype))
 
 
 def _arg_result(writer, rtype: str, values: str, indices: str) -> str:
@@ -86,5 +87,17 @@ def _arg_result(writer, rtype: str, values: str, indices: str) -> str:
     return writer.new_var(f"{index}.to(tl.int64)")
 
 
+def _dof(rnumel, correction: float):
+    """var's divisor: the row length less the correction, at least 0 (an int, or the kernel's
+    text for a symbolic length)."""
+    if isinstance(rnumel, str):
+        return f"tl.maximum({rnumel} - {float(correction)!r}, 0.0)"
+    return max(rnumel - correction, 0)
+
+
 def _divide(numerator: str, denominator, dtype: torch.dtype) -> str:
-    return render_op("truediv", [numerator, render_constant(float(denominator), dtype)], [dtype, dtype], dtype)
+    if isinstance(denominator, str):  # computed in the kernel (fp32), cast to the dtype
+        divisor = f"({denominator}).to({triton_dtype(dtype)})"
+    else:
+        divisor = render_constant(float(denominator), dtype)
+    return render_op("truediv", [numerator, divisor], [dtype, dtype], dtype)

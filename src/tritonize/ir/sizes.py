@@ -138,6 +138,11 @@ class SizeOracle:
             return int(value) % divisor == 0
         return self._statically_true(sympy.Eq(sympy.Mod(value, divisor), 0))
 
+    def known_le(self, a: Size, b: Size) -> bool:
+        if not (is_symbolic(a) or is_symbolic(b)):
+            return int(a) <= int(b)
+        return self._statically_true(sympy.Le(a, b))
+
     def known_at_most(self, value: Size, limit: int) -> bool:
         if not is_symbolic(value):
             return int(value) <= limit

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import Unsupported
 from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
 from .dtypes import meta_value
 
@@ -42,6 +43,9 @@ def realize_arguments(ctx, value):
 
 
 def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
+    if not isinstance(node.target, torch._ops.OpOverload):  # sym_float, operator.truediv...
+        raise Unsupported(f"{getattr(node.target, '__name__', node.target)} has no lowering and is not an aten op"
+                          + (f" ({reason})" if reason else ""))
     kind = "extern" if is_extern(node.target) else "fallback"
     args = tuple(_realize_as_traced(ctx, a, n) for a, n in zip(args, node.args))
     kwargs = {k: _realize_as_traced(ctx, v, node.kwargs.get(k)) for k, v in kwargs.items()}

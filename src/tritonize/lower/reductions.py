@@ -16,6 +16,7 @@ from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, contiguous_strides, neutral_value
 from ..ir.symbols import FloorDiv, ModularIndexing, affine_coefficients, dim_vars, reduction_vars
+from ..ir.sizes import any_symbolic, is_symbolic
 from .dtypes import upcast
 from .pointwise import output_of
 from .registry import lowering
@@ -56,7 +57,8 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
         empty = TensorValue(out_size, result_dtype, x.device, ex.constant(0, result_dtype))
         return buffer_value(ctx.compute_buffer(empty).name, layout)
     outer = _is_outer(element, red_vars)
-    split = split_factor(_product(out_size), _product(ranges), outer)
+    symbolic = any_symbolic(out_size + ranges)  # splits are chosen for known sizes only
+    split = 1 if symbolic else split_factor(_product(out_size), _product(ranges), outer)
     if rtype in SPLITTABLE and split > 1:
         return _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer)
     source = tuple((s, k in dims) for k, s in enumerate(x.size))
@@ -212,10 +214,10 @@ def lower_mean(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
     acc = upcast(out_dtype)
     dims = _reduced_dims(dim, x.rank)
     total = reduce(ctx, x, dims, keepdim, "sum", acc)
-    count = 1
-    for k in dims:
-        count *= x.size[k]
-    body = ex.op("truediv", total.body, ex.constant(count, acc), dtype=acc)
+    count = _product(x.size[k] for k in dims)
+    divisor = ex.constant(count, acc) if not is_symbolic(count) else \
+        ex.to_dtype(ex.index_expr(count, torch.int64), acc)  # a kernel's size parameters
+    body = ex.op("truediv", total.body, divisor, dtype=acc)
     return _cast(TensorValue(total.size, acc, x.device, body), out_dtype)
 
 

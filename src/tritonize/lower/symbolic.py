@@ -49,3 +49,12 @@ INT_ARITHMETIC = {
 }
 for _op, _fn in INT_ARITHMETIC.items():
     lowering(_op)(lambda ctx, node, *args, _fn=_fn: as_size(_fn(*args)))
+
+
+@lowering(torch.sym_float)
+def lower_sym_float(ctx, node, value):
+    """A size as a number: kept as the integer expression; an operand of a float op is cast to
+    the op's dtype like any integer scalar (lower/pointwise.py, operand)."""
+    if not isinstance(value, (int, sympy.Expr)):
+        raise Unsupported(f"sym_float of a {type(value).__name__}")
+    return as_size(value)

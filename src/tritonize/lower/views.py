@@ -98,21 +98,35 @@ def lower_squeeze(ctx, node, x, dims=None):
 @lowering(aten.slice.Tensor)
 def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     dim = _normalize_dim(dim, x.rank)
-    length = x.size[dim]
-    start = 0 if start is None else start
-    start = max(0, min(length, start + length if start < 0 else start))
+    start = _slice_start(ctx, 0 if start is None else start, x.size[dim])
     out = dim_vars(x.rank)
     index = list(out)
     index[dim] = start + step * out[dim]
     return view_of(node, x, index)
 
 
+def _slice_start(ctx, start, length):
+    """Where a slice starts: negative counts from the end, clamped to [0, length] as Python's
+    slices are. With symbolic sizes the clamp must be known not to apply (the output's size,
+    from the trace, already assumed it); otherwise the op falls back."""
+    if isinstance(start, int) and isinstance(length, int):
+        return max(0, min(length, start + length if start < 0 else start))
+    if isinstance(start, int) and start < 0:
+        start = start + length
+        if ctx.sizes.known_le(0, start):
+            return start
+    elif ctx.sizes.known_le(start, length):
+        return start
+    raise Unsupported(f"slice start {start} of a dim of symbolic size {length}")
+
+
 @lowering(aten.select.int)
 def lower_select(ctx, node, x, dim, position):
     dim = _normalize_dim(dim, x.rank)
-    position = position + x.size[dim] if position < 0 else position
+    if isinstance(position, int) and position < 0:
+        position = position + x.size[dim]
     out = dim_vars(x.rank - 1)
-    return view_of(node, x, out[:dim] + [sympy.Integer(position)] + out[dim:])
+    return view_of(node, x, out[:dim] + [sympy.sympify(position)] + out[dim:])
 
 
 @lowering(aten.narrow.default)
@@ -213,18 +227,31 @@ def lower_flip(ctx, node, x, dims):
     return view_of(node, x, index)
 
 
-def _in_range(index, low: int, high: int, size: int):
-    """Bool Expr: low <= index < high, with the checks the ranges make trivial left out."""
+def _in_range(index, low, high, size):
+    """Bool Expr: low <= index < high, with the checks the ranges make trivial left out (a
+    symbolic bound keeps its check unless it is the same expression as the range's end)."""
     value = ex.index_expr(index, torch.int64)
     checks = []
-    if low > 0:
-        checks.append(ex.op("ge", value, ex.constant(low, torch.int64), dtype=torch.bool))
-    if high < size:
-        checks.append(ex.op("lt", value, ex.constant(high, torch.int64), dtype=torch.bool))
+    if not _known_true(low <= 0):
+        checks.append(ex.op("ge", value, _bound(low), dtype=torch.bool))
+    if not (_known_true(high >= size) or sympy.expand(sympy.sympify(high) - size) == 0):
+        checks.append(ex.op("lt", value, _bound(high), dtype=torch.bool))
     mask = None
     for check in checks:
         mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
     return mask
+
+
+def _known_true(condition) -> bool:
+    """A comparison of sizes: its value for ints; for symbolic sizes, True only when sympy
+    decides it (sizes are positive integers), else False."""
+    return condition is True or condition == sympy.true
+
+
+def _bound(value) -> ex.Expr:
+    if isinstance(value, int) or getattr(value, "is_Integer", False):
+        return ex.constant(int(value), torch.int64)
+    return ex.index_expr(value, torch.int64)  # a symbolic size: a kernel parameter
 
 
 @lowering(aten.cat.default)
