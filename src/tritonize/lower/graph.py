@@ -100,8 +100,9 @@ def _lower_call(ctx, node, env):
         return env[container][index]
     args = torch.fx.node.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-    lowering = None if is_extern(node.target) else find_lowering(node.target)
-    reason = "no lowering" if lowering is None and not is_extern(node.target) else ""
+    extern = is_extern(node.target, ctx.options)
+    lowering = None if extern else find_lowering(node.target)
+    reason = "no lowering" if lowering is None and not extern else ""
     unsupported = _unsupported_dtype(node)
     if lowering is not None and unsupported is not None:
         lowering, reason = None, f"dtype {unsupported} is not generated"
