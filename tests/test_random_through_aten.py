@@ -99,3 +99,29 @@ def test_the_option_comes_from_the_environment_and_is_part_of_the_graph_key(monk
     gm = torch.fx.symbolic_trace(lambda x: torch.ops.aten.rand_like.default(x))
     inputs = [torch.randn(3)]
     assert graph_key(gm, inputs, make_options(fallback_random=True)) != graph_key(gm, inputs, make_options())
+
+
+def test_checkpointed_dropout_runs_its_rng_state_wrappers_through_aten(device):
+    """Activation checkpointing saves the generator's state around dropout in the forward and
+    replays it in the backward (run_and_save_rng_state / run_with_rng_state): those two ops run
+    through aten, the rest of each graph is compiled, and the backward sees the forward's mask."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(y):
+        return F.dropout(y.sin(), 0.5, training=True).cos()
+
+    def fn(x):
+        return checkpoint(block, x, use_reentrant=False)
+
+    x = torch.randn(8, 16, device=device, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    torch.manual_seed(5)
+    expected = fn(x_ref)
+    expected.sum().backward()
+    torch.manual_seed(5)
+    actual, report = tritonize.run_and_explain(fn, x)
+    actual.sum().backward()
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    assert set(report.fallbacks) == {"run_and_save_rng_state", "run_with_rng_state"}
+    assert report.kernels  # the graphs themselves are compiled
