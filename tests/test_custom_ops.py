@@ -1,6 +1,7 @@
 """Custom ops (torch.library.custom_op) inside compiled code: they run through aten (fallbacks
 listed in explain()), see their arguments with eager's strides (torch's default layout tag for
 custom ops, needs_exact_strides), and mutate list arguments as eager does."""
+import warnings
 from typing import List
 
 import torch
@@ -85,3 +86,32 @@ def test_custom_op_mutating_a_list_of_tensors(device):
     assert torch.equal(a, a_eager) and torch.equal(b, b_eager)  # the inputs mutated as in eager
     assert torch.equal(y, y_before)
     assert set(report.fallbacks) == {"auto_functionalized_v2"}
+
+
+@torch.library.custom_op("tritonize_tests::positives", mutates_args=())
+def positives(x: torch.Tensor) -> torch.Tensor:
+    return x[x > 0].clone()
+
+
+@positives.register_fake
+def _(x):
+    return x.new_empty(torch.library.get_ctx().new_dynamic_size())
+
+
+def test_custom_op_with_a_data_dependent_size_runs_its_graph_through_aten_and_says_why(device):
+    x = torch.randn(4, 6, device=device)
+
+    def fn(x):
+        p = positives(x)
+        return p * 2, p.sum() + x
+
+    expected = fn(x)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        actual, report = tritonize.run_and_explain(fn, x)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+    reason = report.fallback_reasons["<whole graph>"]
+    assert "tritonize_tests.positives.default" in reason and "data-dependent sizes" in reason
+    assert any("data-dependent sizes" in str(w.message) for w in caught)

@@ -74,7 +74,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         # source but other constant values.
         module = load_source_module(wrapper, "wrapper", interpret=False, shared=not constants)
     except Unsupported as err:
-        return eager_graph(gm, f"graph runs through aten: {err}")
+        reason = f"graph runs through aten: {err}"
+        warnings.warn(f"tritonize: {reason}")
+        return eager_graph(gm, reason)
     except CompileError as err:
         return _on_failure(gm, options, err)
     except Exception as err:  # a bug in the compiler: say where, never run wrong code

@@ -41,6 +41,7 @@ VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.trans
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
+    _check_no_data_dependent_sizes(gm)
     ctx = LoweringContext(options)
     env: dict = {}
     inputs: list[InputBuffer] = []
@@ -56,6 +57,19 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
     return GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers)
+
+
+def _check_no_data_dependent_sizes(gm: torch.fx.GraphModule) -> None:
+    """Sizes that only the data decides (a custom op's or nonzero's unbacked u0): our buffers and
+    kernels need sizes known when compiling, so the graph runs through aten, naming the op. Any
+    lowering would otherwise ask a size question (is it 0?) the trace cannot answer."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in gm.graph.nodes:
+        symbols = free_unbacked_symbols(node.meta.get("val"))
+        if symbols:
+            names = ", ".join(sorted(str(s) for s in symbols))
+            raise Unsupported(f"{node.name} ({node.target}) has data-dependent sizes ({names})")
 
 
 def _lower_input(ctx, node, example, position, inputs):
