@@ -9,7 +9,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
-| fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops run through aten, so they give eager's numbers bit for bit (default: generated Philox, eager's distributions but other numbers) |
+| fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
 (no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,

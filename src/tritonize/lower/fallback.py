@@ -72,7 +72,10 @@ def realize_arguments(ctx, value):
 
 def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
     kind = "extern" if is_extern(node.target, ctx.options) else "fallback"
-    realize = _realize_exactly_as_traced if needs_traced_strides(node.target, ctx.options) else _realize_as_traced
+    if random_through_aten(node.target, ctx.options):
+        reason = RANDOM_THROUGH_ATEN  # the wrapper's comment on the call says why
+    exact = needs_traced_strides(node.target, ctx.options)
+    realize = _realize_exactly_as_traced if exact else _realize_as_traced
     args = tuple(realize(ctx, a, n) for a, n in zip(args, node.args))
     kwargs = {k: realize(ctx, v, node.kwargs.get(k)) for k, v in kwargs.items()}
     args = realize_arguments(ctx, tuple(args))

@@ -1,5 +1,6 @@
 """Lowerings of random ops: rand, randn (and their _like forms), uniform, normal, bernoulli and
-native_dropout, generated inside kernels (no fallback).
+native_dropout, generated inside kernels (no fallback). With the fallback_random option they run
+through aten instead (lower/fallback.py), for eager's exact numbers.
 
 A random value is an expression like any other: `rand(seed, offset, stream)` (or `randn`), a
 Philox4x32 draw (runtime/triton_helpers.py) where
