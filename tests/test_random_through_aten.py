@@ -123,5 +123,8 @@ def test_checkpointed_dropout_runs_its_rng_state_wrappers_through_aten(device):
     actual.sum().backward()
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(x.grad, x_ref.grad)
-    assert set(report.fallbacks) == {"run_and_save_rng_state", "run_with_rng_state"}
+    assert report.fallbacks_in("forward") == {"run_and_save_rng_state": 1}
     assert report.kernels  # the graphs themselves are compiled
+    if device == "cpu":  # on a GPU the saved state is a CPU tensor: a backward graph with inputs
+        # on two devices still runs through aten as a whole (pipeline.graph_device)
+        assert report.fallbacks_in("backward") == {"run_with_rng_state": 1}
