@@ -145,6 +145,22 @@ def test_long_rows_use_a_looped_scan(device):
     check(lambda x: x.cumsum(-1), y, atol=1e-3, rtol=1e-4)  # 5000 float32 partial sums
 
 
+def test_very_long_row_matches_eager_and_runs_quickly_in_the_interpreter(device, monkeypatch):
+    """2**18 positions (a 2**20 cumsum took 30 s in the interpreter): the chunks' carries are
+    one numpy reduction each, not log2(RBLOCK) interpreted combine steps."""
+    from tritonize.runtime import interpreter_tiles
+
+    steps = []
+    combine = interpreter_tiles._combine
+    monkeypatch.setattr(interpreter_tiles, "_combine", lambda *a: steps.append(1) or combine(*a))
+    x = _integers(1 << 18, device=device)
+    x[70000] = float("nan")
+    report = check(lambda x: (x.cumsum(0), torch.cummax(x, 0)), x)
+    assert set(_kinds(report)) == {"looped_scan"}
+    if device == "cpu":  # check() runs it twice; two scans, chunks of 4096: 12 steps a chunk each
+        assert 0 < len(steps) <= 2 * 2 * ((1 << 18) // 4096) * 12
+
+
 def test_looped_scan_without_masks(device):
     """8192 is a multiple of every chunk size: no masks, and the carry crosses many chunks."""
     x = _integers(2, 8192, device=device, low=0, high=3)

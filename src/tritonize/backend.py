@@ -74,7 +74,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             fw_compiler=compile_forward,
             bw_compiler=compile_backward,
             inference_compiler=aten_compiler("inference", pending),
-            decompositions=decomposition_table(),
+            decompositions=decomposition_table(options.fallback_random),
             keep_inference_input_mutations=False,
         )
         compiled, problem = pending.finish()

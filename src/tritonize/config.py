@@ -9,6 +9,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
+| fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
 (no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,
@@ -31,6 +32,7 @@ class Options:
     fallback: str = "error"
     debug_dir: str | None = None
     cache_dir: str | None = None
+    fallback_random: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -47,7 +49,8 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
     if isinstance(options, Options):
         return dataclasses.replace(options, **kwargs)
     values = {"debug_dir": os.environ.get("TRITONIZE_DEBUG_DIR") or None,
-              "cache_dir": os.environ.get("TRITONIZE_CACHE_DIR") or None}
+              "cache_dir": os.environ.get("TRITONIZE_CACHE_DIR") or None,
+              "fallback_random": os.environ.get("TRITONIZE_FALLBACK_RANDOM", "0") not in ("", "0")}
     values.update(_OVERRIDES.get())
     unknown = set(options or {}) - {f.name for f in dataclasses.fields(Options)}
     if unknown:
@@ -55,6 +58,11 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
     values.update(options or {})
     values.update(kwargs)
     return Options(**values)
+
+
+def code_options(options: Options) -> list:
+    """The options that change the generated code: part of every cache key."""
+    return [options.mode, options.fallback, options.fallback_random]
 
 
 @contextlib.contextmanager

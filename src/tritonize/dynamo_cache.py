@@ -51,6 +51,7 @@ import sys
 import torch
 
 from . import graph_cache
+from .config import code_options
 from .pipeline import CompiledGraph
 from .runtime import disk_cache
 
@@ -105,7 +106,7 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
     except Exception as err:  # an unusual graph or torch: compile it, do not cache it
         log.debug("tritonize cache: Dynamo graph not keyed: %s: %s", type(err).__name__, err)
         return None
-    return disk_cache.stable_hash(FORMAT, text, inputs, constants, state, [options.mode, options.fallback],
+    return disk_cache.stable_hash(FORMAT, text, inputs, constants, state, code_options(options),
                                   graph_cache.versions())
 
 

@@ -12,7 +12,7 @@ The key covers everything that can change the generated code:
 * the aten graph as text, with every value's dtype, size, stride and device (comment lines,
   which hold source locations, are left out), and the contents of its tensor constants;
 * each input's size, stride, dtype and device (plain Python values by type and value);
-* the options that reach code generation (mode, fallback);
+* the options that reach code generation (config.code_options: mode, fallback, fallback_random);
 * torch, triton, Python and tritonize versions (tritonize's: a hash of its source files), the
   default dtype, the float32 matmul precision and whether deterministic algorithms are on.
 Graphs that cannot be keyed (symbolic sizes, unknown input types) and graphs run through aten
@@ -31,6 +31,7 @@ import platform
 
 import torch
 
+from .config import code_options
 from .pipeline import CompiledGraph, compile_graph
 from .report import GraphArtifacts, KernelInfo
 from .runtime import disk_cache
@@ -93,7 +94,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
         return None
     settings = [str(torch.get_default_dtype()), torch.get_float32_matmul_precision(),
                 torch.are_deterministic_algorithms_enabled()]  # lower/scatter.py reads it
-    return disk_cache.stable_hash("graph-v2", text, inputs, constants, [options.mode, options.fallback],
+    return disk_cache.stable_hash("graph-v2", text, inputs, constants, code_options(options),
                                   versions(), settings)
 
 

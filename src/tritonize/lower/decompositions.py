@@ -43,10 +43,21 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
 
 
 @functools.lru_cache(None)
-def decomposition_table() -> dict:
+def decomposition_table(fallback_random: bool = False) -> dict:
+    """`fallback_random`: keep random ops whole (bernoulli(x) decomposes to rand_like(x) < x,
+    which draws other numbers than eager's bernoulli), so that aten runs them as eager does."""
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
     for packet in KEEP:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    if fallback_random:  # composite ops (lstm, sdpa...) decompose under autograd anyway, as in eager
+        implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+        table = {op: fn for op, fn in table.items()
+                 if not is_random_op(op) or op.has_kernel_for_dispatch_key(implicit)}
     return table
+
+
+def is_random_op(target) -> bool:
+    """An op that draws from torch's generator (rand, bernoulli, native_dropout, randperm...)."""
+    return torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())

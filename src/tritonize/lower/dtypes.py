@@ -22,9 +22,26 @@ def arithmetic_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def meta_value(node):
     val = node.meta.get("val") if hasattr(node, "meta") else None
+    if val is None and isinstance(getattr(node, "target", None), torch._ops.HigherOrderOperator):
+        val = _fake_result(node)
     if val is None:
         raise Unsupported(f"no shape metadata for {node}")
     return val
+
+
+def _fake_result(node):
+    """What a higher-order op returns, run on its arguments' fake values: AOTAutograd records no
+    metadata on some (run_and_save_rng_state and run_with_rng_state, which activation
+    checkpointing puts around a random op so that backward draws the same numbers)."""
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    fake_mode = torch._guards.detect_fake_mode(torch.utils._pytree.tree_leaves((args, kwargs)))
+    if fake_mode is None:
+        return None
+    try:
+        with fake_mode:
+            return node.target(*args, **kwargs)
+    except Exception as err:
+        raise Unsupported(f"no shape metadata for {node} ({type(err).__name__}: {err})") from err
 
 
 def static_size(shape) -> tuple[int, ...]:

@@ -1,12 +1,21 @@
-"""Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention, sort) and
-fallbacks for ops we do not lower. Their tensor arguments are realized first; their results are
-buffers whose layout comes from the FX node's metadata (checked again at run time)."""
+"""Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention, sort, and
+random ops under the fallback_random option) and fallbacks for ops we do not lower. Their tensor
+arguments are realized first; their results are buffers whose layout comes from the FX node's
+metadata (checked again at run time).
+
+Strides of the arguments: an op whose result depends on its inputs' strides gets eager's. Custom
+ops (torch.library) get exactly the traced strides unless their layout tag says they are
+flexible (torch's default for them is needs_exact_strides: a custom op may check
+`x.is_contiguous()` or read the raw storage), and random ops under fallback_random do too (rand_like
+and bernoulli fill in the input's memory order, so other strides would give other numbers)."""
 from __future__ import annotations
 
 import torch
+from torch._library.utils import get_layout_constraint_tag
 
 from ..errors import Unsupported
 from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
+from .decompositions import is_random_op
 from .dtypes import meta_value
 
 aten = torch.ops.aten
@@ -27,8 +36,28 @@ EXTERN_OPS = {
 }
 
 
-def is_extern(target) -> bool:
-    return getattr(target, "overloadpacket", target) in EXTERN_OPS
+RANDOM_THROUGH_ATEN = "random op through aten (option fallback_random)"
+STRICT_LAYOUT_TAGS = (torch.Tag.needs_exact_strides, torch.Tag.needs_fixed_stride_order,
+                      torch.Tag.needs_contiguous_strides)
+
+
+def is_extern(target, options) -> bool:
+    """Called through aten on purpose: a library kernel, or a random op when the user asked for
+    eager's random numbers."""
+    return getattr(target, "overloadpacket", target) in EXTERN_OPS or random_through_aten(target, options)
+
+
+def random_through_aten(target, options) -> bool:
+    return options.fallback_random and is_random_op(target)
+
+
+def needs_traced_strides(target, options) -> bool:
+    """The op must see its arguments with the strides they had in the trace (eager's)."""
+    if random_through_aten(target, options):
+        return True
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace in ("aten", "prims"):
+        return False
+    return get_layout_constraint_tag(target) in STRICT_LAYOUT_TAGS
 
 
 def realize_arguments(ctx, value):
@@ -46,9 +75,13 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
     if not isinstance(node.target, torch._ops.OpOverload):  # sym_float, operator.truediv...
         raise Unsupported(f"{getattr(node.target, '__name__', node.target)} has no lowering and is not an aten op"
                           + (f" ({reason})" if reason else ""))
-    kind = "extern" if is_extern(node.target) else "fallback"
-    args = tuple(_realize_as_traced(ctx, a, n) for a, n in zip(args, node.args))
-    kwargs = {k: _realize_as_traced(ctx, v, node.kwargs.get(k)) for k, v in kwargs.items()}
+    kind = "extern" if is_extern(node.target, ctx.options) else "fallback"
+    if random_through_aten(node.target, ctx.options):
+        reason = RANDOM_THROUGH_ATEN  # the wrapper's comment on the call says why
+    exact = needs_traced_strides(node.target, ctx.options)
+    realize = _realize_exactly_as_traced if exact else _realize_as_traced
+    args = tuple(realize(ctx, a, n) for a, n in zip(args, node.args))
+    kwargs = {k: realize(ctx, v, node.kwargs.get(k)) for k, v in kwargs.items()}
     args = realize_arguments(ctx, tuple(args))
     kwargs = realize_arguments(ctx, dict(kwargs))
     return ctx.extern_call(node.target, args, kwargs, meta_value(node), kind, reason)
@@ -74,3 +107,22 @@ def _realize_as_traced(ctx, value, traced_node):
     if any(st == 0 and n > 1 for st, n in zip(stride, traced.shape)):  # broadcast dims: store dense
         stride = contiguous_strides(value.size)
     return ctx.realize(value, stride=stride)
+
+
+def _realize_exactly_as_traced(ctx, value, traced_node):
+    """value (or each tensor of a list of them) as a tensor with the traced strides: a view of an
+    existing buffer when it has them (size-1 dims aside), else a copy with them. A traced layout
+    with overlapping elements (an expand) cannot be written by a kernel: it gets dense strides."""
+    if isinstance(value, (list, tuple)) and isinstance(traced_node, (list, tuple)):
+        return type(value)(_realize_exactly_as_traced(ctx, v, n) for v, n in zip(value, traced_node))
+    traced = getattr(traced_node, "meta", {}).get("val")
+    if not isinstance(value, TensorValue) or not isinstance(traced, torch.Tensor) \
+            or not all(isinstance(n, int) for n in (*value.size, *traced.stride())):
+        return value
+    stride = tuple(traced.stride())
+    view = strided_view_of(value)
+    if view is not None and all(a == b or n <= 1 for n, a, b in zip(value.size, view[2], stride)):
+        return ctx.realize(value)
+    from .graph import dense_strides  # graph.py imports this module
+
+    return ctx.realize(value, stride=dense_strides(traced))

@@ -48,6 +48,7 @@ MULTI_VIEW_OPS = {aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, at
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
+    _check_no_data_dependent_sizes(gm)
     ctx = LoweringContext(options, SizeOracle.of(example_inputs))
     env = ctx.values  # as_strided reads the value of the node that owns its input's storage
     inputs: list[InputBuffer] = []
@@ -73,6 +74,19 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
                     ctx.sizes)
     check_symbols_bound(graph)
     return graph
+
+
+def _check_no_data_dependent_sizes(gm: torch.fx.GraphModule) -> None:
+    """Sizes that only the data decides (a custom op's or nonzero's unbacked u0): our buffers and
+    kernels need sizes known when compiling, so the graph runs through aten, naming the op. Any
+    lowering would otherwise ask a size question (is it 0?) the trace cannot answer."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in gm.graph.nodes:
+        symbols = free_unbacked_symbols(node.meta.get("val"))
+        if symbols:
+            names = ", ".join(sorted(str(s) for s in symbols))
+            raise Unsupported(f"{node.name} ({node.target}) has data-dependent sizes ({names})")
 
 
 def _lower_input(ctx, node, example, position, inputs, symbol_sources):
@@ -139,8 +153,9 @@ def _lower_call(ctx, node, env):
         return env[container][index]
     args = torch.fx.node.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-    lowering = None if is_extern(node.target) else find_lowering(node.target)
-    reason = "no lowering" if lowering is None and not is_extern(node.target) else ""
+    extern = is_extern(node.target, ctx.options)
+    lowering = None if extern else find_lowering(node.target)
+    reason = "no lowering" if lowering is None and not extern else ""
     unsupported = _unsupported_dtype(node)
     if lowering is not None and unsupported is not None:
         lowering, reason = None, f"dtype {unsupported} is not generated"

@@ -1,5 +1,6 @@
 """Lowerings of random ops: rand, randn (and their _like forms), uniform, normal, bernoulli and
-native_dropout, generated inside kernels (no fallback).
+native_dropout, generated inside kernels (no fallback). With the fallback_random option they run
+through aten instead (lower/fallback.py), for eager's exact numbers.
 
 A random value is an expression like any other: `rand(seed, offset, stream)` (or `randn`), a
 Philox4x32 draw (runtime/triton_helpers.py) where
@@ -158,3 +159,11 @@ def lower_native_dropout(ctx, node, x, p, train):
     scaled = ex.op("mul", kept, ex.constant(1.0 / (1.0 - p), compute), dtype=compute)
     return TensorValue(x.size, x.dtype, x.device, ex.to_dtype(scaled, x.dtype)), \
         TensorValue(x.size, torch.bool, x.device, keep)
+
+
+@lowering(torch.ops.higher_order.run_and_save_rng_state, torch.ops.higher_order.run_with_rng_state)
+def lower_rng_state_wrapper(ctx, node, *args, **kwargs):
+    """Activation checkpointing (and functionalize_rng_ops) wraps a random op to save torch's
+    generator state in the forward and replay it in the backward: that protocol is aten's, so
+    the op runs through aten, inside the wrapper (only this op, not the graph)."""
+    raise Unsupported("saves or replays torch's RNG state around the op (activation checkpointing)")

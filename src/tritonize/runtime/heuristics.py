@@ -35,6 +35,8 @@ MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
 MAX_RBLOCK_LOOPED = 4096  # widest step of a looped reduction or scan (they mask r: any power of two)
 MAX_PERSISTENT_SCAN_RBLOCK = 2048  # longer rows are scanned in chunks with a carry
+CPU_MAX_SCAN_RBLOCK = 1 << 12  # looped scans in the interpreter (looped_scan_config)
+CPU_MIN_SCAN_CHUNKS = 4
 MAX_GRID = 2**31 - 1
 MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
@@ -261,9 +263,12 @@ def looped_reduction_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool 
 def looped_scan_config(xnumel: int, rnumel: int, on_gpu: bool, outer: bool = False) -> LaunchConfig:
     """Rows longer than MAX_PERSISTENT_SCAN_RBLOCK, a chunk at a time. On the GPU one row a
     program in chunks of 1024 (4 warps), or for scans along a strided dim 64 rows by 32
-    positions so loads coalesce along the rows. Not yet tuned on hardware (max-autotune searches)."""
+    positions so loads coalesce along the rows. Not yet tuned on hardware (max-autotune searches).
+    On the CPU the interpreter's cost is per operation, not per element (a 2**20-long cumsum took
+    30 s in chunks of 1024): wide chunks, up to CPU_MAX_SCAN_RBLOCK, but at least
+    CPU_MIN_SCAN_CHUNKS of them, so the carry between chunks runs as it does on the GPU."""
     if not on_gpu:
-        rblock = min(1024, triton.next_power_of_2(rnumel))
+        rblock = min(CPU_MAX_SCAN_RBLOCK, max(1024, triton.next_power_of_2(rnumel) // CPU_MIN_SCAN_CHUNKS))
         xblock = max(1, min(MAX_XBLOCK_REDUCTION, (1 << 16) // rblock, triton.next_power_of_2(xnumel)))
         return LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, 4, (triton.cdiv(xnumel, xblock),))
     rblock, xblock = (32, 64) if outer else (1024, 1)

@@ -9,6 +9,11 @@ Both only ever combine an earlier part of the row with a later one (in that argu
 so any associative combine function gives the scan's result, like on the GPU, up to floating
 rounding order. The loader binds `helpers.reduce_along` / `helpers.scan_along` to these in CPU
 modules (runtime/loader.py).
+
+Reductions whose combine function is a NaN-propagating max or min (triton_helpers.maximum,
+minimum) are one numpy call instead: the same result, exactly (no rounding), without log2(n)
+interpreted steps. A looped scan takes its carry with one a chunk (codegen/scan_kernel.py): half
+the time of a 2**20-long cumsum went there.
 """
 from __future__ import annotations
 
@@ -42,8 +47,24 @@ def _unpack(input):
     return [np.asarray(t.handle.data) for t in tensors], [t.dtype for t in tensors]
 
 
+# combine function (its Python function) -> the numpy ufunc that reduces like it
+NUMPY_REDUCTIONS: dict = {}
+
+
+def register_numpy_reductions(helpers) -> None:
+    """helpers: the interpreted copy of triton_helpers. np.maximum/np.minimum propagate NaN as
+    helpers.maximum/minimum do."""
+    for name, ufunc in (("maximum", np.maximum), ("minimum", np.minimum)):
+        combine = getattr(helpers, name)
+        NUMPY_REDUCTIONS[getattr(combine, "fn", combine)] = ufunc
+
+
 def reduce_along(input, axis, combine_fn, keep_dims=False, **kwargs):
     arrays, types = _unpack(input)
+    ufunc = NUMPY_REDUCTIONS.get(getattr(combine_fn, "fn", combine_fn))
+    if ufunc is not None and len(arrays) == 1 and arrays[0].shape[axis] > 0:
+        result = _wrap(ufunc.reduce(arrays[0], axis=axis, keepdims=keep_dims), types[0])
+        return (result,) if isinstance(input, tuple) else result
     while arrays[0].shape[axis] > 1:
         n = arrays[0].shape[axis]
         even = [np.take(a, np.arange(0, n - 1, 2), axis=axis) for a in arrays]

@@ -90,6 +90,7 @@ def interpreter_helpers():
             module = _exec_module(path, "tritonize_interpreter_helpers", True)
             module.reduce_along = interpreter_tiles.reduce_along
             module.scan_along = interpreter_tiles.scan_along
+            interpreter_tiles.register_numpy_reductions(module)
             _MODULES[key] = module
         return _MODULES[key]
 
