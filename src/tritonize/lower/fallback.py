@@ -72,8 +72,9 @@ def realize_arguments(ctx, value):
 
 
 def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
-    if not isinstance(node.target, torch._ops.OpOverload):  # sym_float, operator.truediv...
-        raise Unsupported(f"{getattr(node.target, '__name__', node.target)} has no lowering and is not an aten op"
+    if not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        # a Python function in the graph (sym_float, operator.truediv on sizes): no op to call
+        raise Unsupported(f"{getattr(node.target, '__name__', node.target)} has no lowering and is not an op"
                           + (f" ({reason})" if reason else ""))
     kind = "extern" if is_extern(node.target, ctx.options) else "fallback"
     if random_through_aten(node.target, ctx.options):
