@@ -134,7 +134,7 @@ def render_kernels(plan, graph, dump):
             continue
         name = kernel_name(step, len(kernels))
         render = _renderer(step)
-        if render in (render_kernel, render_reduction_kernel):
+        if render in (render_kernel, render_reduction_kernel, render_scan_kernel):
             rendered = render(step, graph.buffers, name, graph.sizes if graph.is_symbolic else None)
         else:
             rendered = render(step, graph.buffers, name)

@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from ..ir import expr as ex
+from .index_printer import print_index
 
 
 def render_indirect(writer, e: ex.Expr, mask) -> str:
@@ -32,6 +33,7 @@ def bind(writer, symbol, index: ex.Expr, size: int, wrap: bool, check: str, mask
             value = writer.new_var(f"{value}.to(tl.int64)")
         elif not value.isidentifier():
             value = writer.new_var(value)
+        size = size_text(writer, size)
         if wrap:
             value = writer.new_var(f"tl.where({value} < 0, {value} + {size}, {value})")
         wrapped = " (after wrapping negative indices)" if wrap else ""
@@ -44,6 +46,13 @@ def bind(writer, symbol, index: ex.Expr, size: int, wrap: bool, check: str, mask
         writer.cache[key] = value
     writer.cache[("bound", symbol)] = writer.cache[key]
     return writer.cache[key]
+
+
+def size_text(writer, size) -> str:
+    """A dim's size as kernel source: a literal, or (symbolic) over the kernel's size parameters."""
+    if isinstance(size, int):
+        return str(size)
+    return print_index(sympy.sympify(size).xreplace(getattr(writer, "size_renames", {})))
 
 
 def resolve(writer, index: sympy.Expr) -> sympy.Expr:

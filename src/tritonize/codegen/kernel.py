@@ -22,7 +22,7 @@ from .index_printer import print_index
 from .indirect import has_indirect, render_indirect, resolve
 from .iteration import IterationSpace, plan_iteration
 from .ops_table import render_cast, render_constant, render_op, triton_dtype
-from .symbolic import SizeParameters, check_symbolic_kernel, is_symbolic_kernel
+from .symbolic import SizeParameters, is_symbolic_kernel, kernel_size_expressions
 from .symbolic import needs_int64 as symbolic_needs_int64
 
 KERNEL_HEADER = """import triton
@@ -69,16 +69,16 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
     stores = [(b, b.layout.index(dims)) for b in group.stored]
     first = (group.stored or group.buffers)[0]
     expressions = _index_expressions(group, stores)
-    symbolic = is_symbolic_kernel([*group.size, *expressions], sizes)
+    indirect_sizes = kernel_size_expressions(b.body for b in group.buffers)
+    symbolic = is_symbolic_kernel([*group.size, *expressions, *indirect_sizes], sizes)
     hint = sizes.hint if symbolic else int
     space = plan_iteration(group.size, dims, first.layout.stride, expressions, hint)
     size_params = None
     if symbolic:
-        check_symbolic_kernel(b.body for b in group.buffers)
         use_int64 = symbolic_needs_int64(space.xnumel * space.ynumel, buffers, [b.body for b in group.buffers],
                                          [b.name for b in group.stored], sizes)
         hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
-        size_params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values()],
+        size_params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values(), *indirect_sizes],
                                         [s for s, _ in space.x_dims + space.y_dims])
         # from here on, sizes are the kernel's parameters
         space = IterationSpace(size_params.rename_dims(space.x_dims), size_params.rename_dims(space.y_dims),
@@ -87,6 +87,8 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
         use_int64 = _needs_int64(space, buffers, group)
         hints = (space.xnumel, space.ynumel)
     writer = _BodyWriter(space, buffers, use_int64, sizes if symbolic else None)
+    if size_params is not None:
+        writer.size_renames = size_params.renames
     for buffer in group.buffers:
         value = writer.render(buffer.body, writer.base_mask)
         writer.stored_values[(buffer.name, space.rewrite[buffer.layout.index(dims)])] = value

@@ -30,7 +30,7 @@ from .iteration import merge_dims
 from .kernel import INT32_LIMIT, RenderedKernel, kernel_source, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
 from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
-from .symbolic import SizeParameters, check_symbolic_kernel, is_symbolic_kernel
+from .symbolic import SizeParameters, is_symbolic_kernel, kernel_size_expressions
 from .symbolic import needs_int64 as symbolic_needs_int64
 
 MAX_OUTER_PERSISTENT_RBLOCK = 64
@@ -64,43 +64,63 @@ class RowIteration:
 def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
     """sizes: the graph's SizeOracle when its sizes are symbolic (ir/sizes.py). A row of
     symbolic length gets the looped kernel, right for any length."""
-    rows = group.rows
-    members = [_member(rows, b) for b in group.buffers]
-    space = _plan(rows, members)
-    symbolic = is_symbolic_kernel([space.xnumel, space.rnumel, *space.rewrite.values()], sizes)
-    numel_exprs, size_params = {}, None
-    if symbolic:
-        check_symbolic_kernel(m.body for m in members)
-        use_int64 = symbolic_needs_int64(space.xnumel * space.rnumel, buffers, [m.body for m in members],
-                                         [m.buffer.name for m in members], sizes)
-        hints = (sizes.hint(space.xnumel), sizes.hint(space.rnumel))
-        space, size_params = _with_size_parameters(space)
-        numel_exprs = {"xnumel": print_index(space.xnumel), "ynumel": "1"}
-    else:
-        use_int64 = _needs_int64(space, members)
-        hints = (space.xnumel, space.rnumel)
+    members = [_member(group.rows, b) for b in group.buffers]
+    plan = plan_rows(group, members, buffers, sizes)
+    space, hints = plan.space, plan.hints
     outer = _is_outer_reduction(space, members)
     rblock = triton.next_power_of_2(max(hints[1], 1))
     persistent = not is_symbolic(space.rnumel) and \
         rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
-    writer = _ReductionWriter(space, buffers, group, members, persistent, use_int64)
+    writer = _ReductionWriter(space, buffers, group, members, persistent, plan.use_int64)
+    writer.size_renames = plan.size_params.renames if plan.size_params is not None else {}
     pairs = {} if persistent else online_softmax_pairs(members)
     writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
     writer.write_all(_stages(members, pairs))
     kind = "persistent_reduction" if persistent else "reduction"
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
-    arg_names = writer.loaded + stored
-    if size_params is not None:
-        params, arg_names = params + size_params.names, arg_names + size_params.arguments
+    params, arg_names = plan.parameters(params, writer.loaded + stored)
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
-                          hint="outer" if outer else "inner", checks=writer.has_checks, numel_exprs=numel_exprs)
+                          hint="outer" if outer else "inner", checks=writer.has_checks,
+                          numel_exprs=plan.numel_exprs)
 
 
-def _with_size_parameters(space: RowIteration):
+@dataclasses.dataclass
+class RowPlan:
+    """A reduction or scan kernel's row iteration, with its sizes as the kernel will see them:
+    literals for static sizes; for symbolic ones the kernel's size parameters (`size_params`),
+    the example's values (`hints`, for choices of speed) and the numels' source for the
+    launcher (`numel_exprs`)."""
+
+    space: RowIteration
+    hints: tuple
+    use_int64: bool
+    size_params: SizeParameters | None = None
+    numel_exprs: dict = dataclasses.field(default_factory=dict)
+
+    def parameters(self, params: list, arg_names: list) -> tuple[list, list]:
+        """The kernel's parameters and the wrapper's arguments, size parameters last."""
+        if self.size_params is None:
+            return params, arg_names
+        return params + self.size_params.names, arg_names + self.size_params.arguments
+
+
+def plan_rows(group, members, buffers: dict, sizes: SizeOracle | None) -> RowPlan:
+    space = _plan(group.rows, members)
+    indirect_sizes = kernel_size_expressions(m.body for m in members)
+    if not is_symbolic_kernel([space.xnumel, space.rnumel, *space.rewrite.values(), *indirect_sizes], sizes):
+        return RowPlan(space, (space.xnumel, space.rnumel), _needs_int64(space, members))
+    use_int64 = symbolic_needs_int64(space.xnumel * space.rnumel, buffers, [m.body for m in members],
+                                     [m.buffer.name for m in members], sizes)
+    hints = (sizes.hint(space.xnumel), sizes.hint(space.rnumel))
+    space, size_params = _with_size_parameters(space, indirect_sizes)
+    return RowPlan(space, hints, use_int64, size_params, {"xnumel": print_index(space.xnumel), "ynumel": "1"})
+
+
+def _with_size_parameters(space: RowIteration, indirect_sizes: list):
     """The row iteration over the kernel's size parameters instead of the ShapeEnv's symbols."""
-    params = SizeParameters.of([space.xnumel, space.rnumel, *space.rewrite.values()],
+    params = SizeParameters.of([space.xnumel, space.rnumel, *space.rewrite.values(), *indirect_sizes],
                                [s for s, _ in space.x_dims + space.r_dims])
     renamed = RowIteration(params.rename_dims(space.x_dims), params.rename_dims(space.r_dims),
                            {e: params.rename(v) for e, v in space.rewrite.items()},

@@ -25,8 +25,9 @@ from ..ir.nodes import ScanBuffer
 from ..runtime.heuristics import MAX_PERSISTENT_SCAN_RBLOCK
 from .kernel import RenderedKernel
 from .ops_table import render_constant, triton_dtype
-from .reduction_kernel import (Member, RowIteration, Stage, _assemble, _member, _needs_int64, _plan,
-                               _ReductionWriter, rows_are_contiguous)
+from ..ir.sizes import SizeOracle, is_symbolic
+from .reduction_kernel import (Member, RowIteration, Stage, _assemble, _member, _ReductionWriter, plan_rows,
+                               rows_are_contiguous)
 from .reduction_ops import neutral_value
 
 SCAN_FUNCTIONS = {"sum": "helpers.cumsum", "prod": "helpers.cumprod", "max": "helpers.cummax",
@@ -35,20 +36,25 @@ CARRY_COMBINES = {"sum": "({0} + {1})", "prod": "({0} * {1})", "max": "helpers.m
                   "min": "helpers.minimum({0}, {1})", "logsumexp": "helpers.logaddexp({0}, {1})"}
 
 
-def render_scan_kernel(group, buffers: dict, name: str) -> RenderedKernel:
+def render_scan_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
+    """sizes: the graph's SizeOracle when its sizes are symbolic; a row of symbolic length gets
+    the looped kernel, right for any length."""
     members = [_member(group.rows, b) for b in group.buffers]
-    space = _plan(group.rows, members)
-    rblock = triton.next_power_of_2(max(space.rnumel, 1))
-    persistent = rblock <= MAX_PERSISTENT_SCAN_RBLOCK
-    writer = _ScanWriter(space, buffers, group, members, persistent, _needs_int64(space, members))
+    plan = plan_rows(group, members, buffers, sizes)
+    space = plan.space
+    rblock = triton.next_power_of_2(max(plan.hints[1], 1))
+    persistent = not is_symbolic(space.rnumel) and rblock <= MAX_PERSISTENT_SCAN_RBLOCK
+    writer = _ScanWriter(space, buffers, group, members, persistent, plan.use_int64)
+    writer.size_renames = plan.size_params.renames if plan.size_params is not None else {}
     writer.write_all([Stage(full_stores=members)])
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
+    params, arg_names = plan.parameters(params, writer.loaded + stored)
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     kind = "scan" if persistent else "looped_scan"
     hint = "outer" if _scans_along_rows(space, members) else "inner"
-    return RenderedKernel(name, source, kind, writer.loaded + stored, space.xnumel, 1, group.origins(),
-                          rnumel=space.rnumel, hint=hint)
+    return RenderedKernel(name, source, kind, arg_names, plan.hints[0], 1, group.origins(),
+                          rnumel=plan.hints[1], hint=hint, numel_exprs=plan.numel_exprs)
 
 
 def _scans_along_rows(space: RowIteration, members) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sympy
 
-from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.sizes import SizeOracle
 
@@ -50,12 +49,10 @@ def is_symbolic_kernel(expressions, sizes: SizeOracle | None) -> bool:
         sizes.is_size_symbol(s) for v in expressions for s in sympy.sympify(v).free_symbols)
 
 
-def check_symbolic_kernel(bodies) -> None:
-    """What the dynamic-shape stages generate so far: plain and masked loads (indirect indexing
-    comes in a later stage; until then the graph runs through aten, named)."""
-    for body in bodies:
-        if any(e.op == "indirect" for e in ex.walk(body)):
-            raise Unsupported("indirect indexing with symbolic sizes is not generated yet")
+def kernel_size_expressions(bodies) -> list:
+    """Sizes a kernel's bodies use beside its numels and indices: the dims indirect indices
+    are checked against (and wrapped by)."""
+    return list(ex.indirect_ranges(bodies).values())
 
 
 def needs_int64(numel, buffers: dict, bodies, stored: list[str], sizes: SizeOracle) -> bool:

@@ -233,7 +233,8 @@ def indirect(index: Expr, size: int, wrap: bool, check: str, body_fn) -> Expr:
     of `size` elements: negative values wrap when `wrap` (x[idx] does, gather does not)."""
     symbol = indirect_symbol(index, size, wrap)
     body = body_fn(symbol)
-    return Expr("indirect", (symbol, index, int(size), bool(wrap), check, body), body.dtype)
+    size = int(size) if not isinstance(size, sympy.Expr) or size.is_Integer else size  # symbolic: a sympy size
+    return Expr("indirect", (symbol, index, size, bool(wrap), check, body), body.dtype)
 
 
 def _map_indirect(e: Expr, visit) -> Expr:

@@ -132,7 +132,7 @@ def advanced_index(x_size, indices) -> AdvancedIndex:
         require_index_dtype(indices[k], "advanced indexing")
     if not positions:
         raise Unsupported("advanced indexing with no index tensor")
-    broadcast = tuple(torch.broadcast_shapes(*[indices[k].size for k in positions]))
+    broadcast = broadcast_sizes([indices[k].size for k in positions])
     adjacent = positions == list(range(positions[0], positions[-1] + 1))
     kept = [k for k in range(len(x_size)) if k not in positions]
     if adjacent:
@@ -157,6 +157,19 @@ def advanced_index(x_size, indices) -> AdvancedIndex:
         at = [sympy.Integer(0) if s == 1 else b_dims[lead + j] for j, s in enumerate(index.size)]
         values[k] = index.at(at)
     return AdvancedIndex(size, source, values)
+
+
+def broadcast_sizes(shapes) -> tuple:
+    """torch's broadcasting of sizes that may be symbolic (a symbolic size is never 1: it
+    broadcasts only against 1 or itself)."""
+    rank = max(len(shape) for shape in shapes)
+    result = []
+    for k in range(rank):
+        sizes = {shape[k - rank + len(shape)] for shape in shapes if k - rank + len(shape) >= 0} - {1}
+        if len(sizes) > 1:
+            raise Unsupported(f"index tensors of sizes {[list(s) for s in shapes]} do not broadcast")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
 
 
 @lowering(aten.index.Tensor)

@@ -35,7 +35,7 @@ def scan(ctx, x: TensorValue, dim: int, scan_type: str, acc_dtype: torch.dtype) 
     element = ex.to_dtype(x.at(dim_vars(x.rank)), acc_dtype)
     is_index = scan_type in ("argmax", "argmin")
     result_dtype = torch.int64 if is_index else acc_dtype
-    if x.rank == 0 or x.size[dim] <= 1 or 0 in x.size:  # nothing to combine
+    if x.rank == 0 or x.size[dim] in (0, 1) or 0 in x.size:  # nothing to combine (a symbolic size is >= 2)
         body = ex.constant(0, torch.int64) if is_index else element
         return TensorValue(x.size, result_dtype, x.device, body)
     layout = Layout(x.size, contiguous_strides(x.size), 0, result_dtype, x.device)

@@ -31,7 +31,7 @@ def _array(value):
 
 def _check(index, size, mask, msg) -> None:
     data = _array(index)
-    size = int(_array(size))
+    size = int(_array(size).reshape(-1)[0])  # a kernel size parameter comes as a 1-element array
     bad = (data < 0) | (data >= size)
     if mask is not None:
         data, bad, live = np.broadcast_arrays(data, bad, _array(mask).astype(bool))

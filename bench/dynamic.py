@@ -1,0 +1,176 @@
+"""Dynamic shapes against static compiles, eager and Inductor, in one run (issue 17).
+
+    PYTHONPATH=src python bench/dynamic.py [--models gpt2,bert,llama] [--lengths 96,131,200,256,384]
+        [--batch 8] [--dtype bfloat16] [--device cuda] [--small] [--auto-batches 2,4,6,8,12]
+        [--generate 64] [--markdown out.md]
+
+(a) Each model, inference, at every sequence length: eager; Inductor with dynamic=True;
+    tritonize compiled for that length alone (static: one compile per length) and tritonize with
+    dynamic=True (one compile for all). Milliseconds per step, and how many graphs ran through
+    aten as a whole (tritonize's warnings say so).
+(b) Automatic dynamic: plain torch.compile (no dynamic=) called with several batch sizes: how
+    many compiles, and whether the second one was generated or ran through aten.
+(c) With --generate N: transformers' generate() of N new tokens with its default (growing)
+    cache, tokens per second per back end.
+
+--small builds tiny models for a CPU smoke run (tests/test_bench_smoke.py-style); the figures
+that count come from the GPU.
+"""
+import argparse
+import contextlib
+import os
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import dynamo_graph_count, format_markdown, import_tritonize, synchronize, time_iterations  # noqa: E402
+from model_zoo import SPECS_BY_NAME  # noqa: E402
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+@contextlib.contextmanager
+def aten_warnings(found: list):
+    """Collects tritonize's warnings that a whole graph ran through aten."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    found += [str(w.message) for w in caught if "runs through aten" in str(w.message)]
+
+
+def build_model(name, args):
+    torch.manual_seed(0)
+    model = SPECS_BY_NAME[name].build(args.small).eval()
+    return model.to(device=args.device, dtype=DTYPES[args.dtype])
+
+
+def tokens(model, batch, length, device):
+    vocab = model.config.vocab_size
+    return torch.randint(0, vocab, (batch, length), device=device)
+
+
+def compiled(model, backend, dynamic):
+    torch._dynamo.reset()
+    if backend == "eager":
+        return model
+    return torch.compile(model, backend=backend, dynamic=dynamic)
+
+
+def time_step(fn, x, device):
+    with torch.no_grad():
+        return time_iterations(lambda: fn(x), device, warmup=3, iters=10, rounds=2)
+
+
+def sequence_lengths(name, args):
+    """(a): per back end, ms per step at every length; fallbacks of tritonize's runs."""
+    model = build_model(name, args)
+    inputs = {n: tokens(model, args.batch, n, args.device) for n in args.lengths}
+    columns = {"eager": ("eager", None), "inductor dynamic": ("inductor", True),
+               "tritonize static": ("tritonize", False), "tritonize dynamic": ("tritonize", True)}
+    times, fallbacks, compiles = {}, {}, {}
+    for column, (backend, dynamic) in columns.items():
+        found: list = []
+        fn = compiled(model, backend, dynamic)
+        start_graphs = dynamo_graph_count()
+        with aten_warnings(found):
+            for n, x in inputs.items():
+                if column == "tritonize static":  # a compile for this length alone
+                    fn = compiled(model, backend, False)
+                times[(column, n)] = time_step(fn, x, args.device) * 1e3
+        fallbacks[column] = len(found)
+        compiles[column] = dynamo_graph_count() - start_graphs
+    rows = []
+    for n in args.lengths:
+        static, dynamic = times[("tritonize static", n)], times[("tritonize dynamic", n)]
+        inductor = times[("inductor dynamic", n)]
+        rows.append([name, n] + [f"{times[(c, n)]:.3f}" for c in columns] +
+                    [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}"])
+    notes = ", ".join(f"{c}: {compiles[c]} graphs, {fallbacks[c]} through aten" for c in columns if c != "eager")
+    return rows, notes
+
+
+def automatic_dynamic(name, args):
+    """(b): plain torch.compile over several batch sizes."""
+    model = build_model(name, args)
+    fn = compiled(model, "tritonize", None)
+    found: list = []
+    start = dynamo_graph_count()
+    with aten_warnings(found), torch.no_grad():
+        for batch in args.auto_batches:
+            x = tokens(model, batch, args.lengths[0], args.device)
+            torch.testing.assert_close(fn(x).logits.float(), model(x).logits.float(), atol=0.1, rtol=0.05)
+    return [name, ",".join(map(str, args.auto_batches)), dynamo_graph_count() - start, len(found),
+            found[0][:120] if found else ""]
+
+
+def generate_rate(name, args):
+    """(c): tokens per second of generate() with the default cache, per back end."""
+    model = build_model(name, args)
+    model.generation_config.pad_token_id = model.generation_config.eos_token_id
+    prompt = tokens(model, 4, 16, args.device)
+    row = [name, args.generate]
+    forward = model.forward
+    for backend in ("eager", "inductor", "tritonize"):
+        torch._dynamo.reset()
+        model.forward = forward if backend == "eager" else torch.compile(forward, backend=backend)
+        found: list = []
+        with aten_warnings(found), torch.no_grad():
+            model.generate(prompt, max_new_tokens=args.generate, min_new_tokens=args.generate, do_sample=False)
+            synchronize(args.device)
+            start = time.perf_counter()
+            model.generate(prompt, max_new_tokens=args.generate, min_new_tokens=args.generate, do_sample=False)
+            synchronize(args.device)
+        row.append(f"{prompt.shape[0] * args.generate / (time.perf_counter() - start):.0f}"
+                   + (f" ({len(found)} aten)" if found else ""))
+    model.forward = forward
+    return row
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gpt2,bert,llama")
+    parser.add_argument("--lengths", default="96,131,200,256,384")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--small", action="store_true", help="tiny models (CPU smoke run)")
+    parser.add_argument("--auto-batches", default="2,4,6,8,12")
+    parser.add_argument("--generate", type=int, default=0, help="new tokens for (c); 0 skips it")
+    parser.add_argument("--markdown", default=None)
+    args = parser.parse_args(argv)
+    args.models = [m for m in args.models.split(",") if m]
+    args.lengths = [int(n) for n in args.lengths.split(",")]
+    args.auto_batches = [int(n) for n in args.auto_batches.split(",")]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import_tritonize()
+    torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
+          f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
+    header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
+              "dyn/static", "dyn/inductor"]
+    rows, notes = [], []
+    for name in args.models:
+        model_rows, note = sequence_lengths(name, args)
+        rows += model_rows
+        notes.append(f"{name}: {note}")
+    auto = [automatic_dynamic(name, args) for name in args.models]
+    auto_header = ["model", "batches", "compiles", "graphs through aten", "first reason"]
+    text = [format_markdown(header, rows), "", *notes, "", format_markdown(auto_header, auto)]
+    if args.generate:
+        text += ["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
+                                    [generate_rate(name, args) for name in args.models if name != "bert"])]
+    print("\n".join(text))
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write("\n".join(text) + "\n")
+
+
+if __name__ == "__main__":
+    main()
