@@ -129,8 +129,9 @@ def loss_grads(program, inputs, outputs):
     return [t.grad for t in wanted]
 
 
-def check_program(program, device: str) -> list:
-    """The problems tritonize has with `program` on `device` (empty when it matches eager)."""
+def check_program(program, device: str, backend="tritonize") -> list:
+    """The problems tritonize (or another torch.compile `backend`) has with `program` on `device`
+    (empty when it matches eager)."""
     fn, make_inputs = load(program)
     original = [t.detach().clone() for t in make_inputs(device)]
     eager_in, comp_in = make_inputs(device), make_inputs(device)
@@ -143,7 +144,7 @@ def check_program(program, device: str) -> list:
         return [f"invalid program (eager raises {type(e).__name__}: {str(e).splitlines()[0]})"]
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(fn, backend="tritonize", fullgraph=True)
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
         comp_out = compiled(*comp_in)
         comp_grads = loss_grads(program, comp_in, comp_out) if program.training else []
     except Exception as e:

@@ -28,3 +28,32 @@ def test_program_text_runs_on_its_own():
     assert "def program(" in program.source() and "def make_inputs(device)" in program.source()
     first, second = fn(*make_inputs(DEVICE)), fn(*make_inputs(DEVICE))
     assert all((a == b).all() for a, b in zip(first, second))
+
+
+def _off_by_a_little(gm, example_inputs):
+    """A wrong back end: every float output is 1e-3 too large."""
+    def run(*args):
+        return [o + 1e-3 if o.is_floating_point() else o for o in gm(*args)]
+    return run
+
+
+def _forgets_input_writes(gm, example_inputs):
+    """A wrong back end: runs the graph on copies, so writes to inputs are lost."""
+    def run(*args):
+        return gm(*[a.clone() for a in args])
+    return run
+
+
+def test_checker_catches_wrong_values():
+    program = next(p for p in map(fuzz_programs.generate, range(100)) if p.dtype == "torch.float32")
+    problems = fuzz_check.check_program(program, DEVICE, backend=_off_by_a_little)
+    assert any("max error vs float64" in p for p in problems), problems
+
+
+def test_checker_catches_lost_input_writes():
+    def writes_input(p):
+        return any(line.startswith(f"{p.input_names[0]}.") for s in p.stmts for line in s.text.split("\n"))
+
+    program = next(p for p in map(fuzz_programs.generate, range(200)) if writes_input(p))
+    problems = fuzz_check.check_program(program, DEVICE, backend=_forgets_input_writes)
+    assert any(p.startswith("input 0") for p in problems), problems
