@@ -1,7 +1,7 @@
 """Long runs of the program fuzzer (tests/fuzz_programs.py) against eager, on the CPU or a GPU.
 
     PYTHONPATH=src python3 bench/fuzz.py --n 2000 --device cpu --seed 0
-    PYTHONPATH=src python3 bench/fuzz.py --n 500 --device cuda --seed 100000 --no-shrink
+    PYTHONPATH=src python3 bench/fuzz.py --n 500 --device cuda --seed 100000 --max-ops 14 --no-shrink
 
 Programs `seed .. seed+n-1` are generated, run eagerly (in their dtype and in float64) and through
 torch.compile(backend="tritonize"), and compared by tests/fuzz_check.py. Each failure prints its
@@ -51,18 +51,19 @@ def main():
     parser.add_argument("--n", type=int, default=200, help="how many programs")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--seed", type=int, default=0, help="the first program's seed")
+    parser.add_argument("--max-ops", type=int, default=7, help="longest program, in statements")
     parser.add_argument("--no-shrink", action="store_true", help="print failing programs whole")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     failed, start = [], time.monotonic()
     for seed in range(args.seed, args.seed + args.n):
-        program = fuzz_programs.generate(seed)
+        program = fuzz_programs.generate(seed, max_ops=args.max_ops)
         problems = fuzz_check.check_program(program, args.device)
         if problems:
             failed.append(seed)
             small = program if args.no_shrink else shrink(program, problems, args.device)
-            print(f"=== FAIL seed {seed}\n" + "\n".join(problems[:8]))
+            print(f"=== FAIL seed {seed} (--max-ops {args.max_ops})\n" + "\n".join(problems[:8]))
             print(reproducer(small, args.device), flush=True)
         elif not args.quiet and (seed - args.seed + 1) % 50 == 0:
             print(f"... {seed - args.seed + 1} programs, {len(failed)} failed, "

@@ -184,8 +184,9 @@ class Builder:
         return self.emit(f"{var.name}.clone()", [var], var.shape, var.kind)
 
 
-def generate(seed: int, n_ops: int | None = None) -> Program:
-    """The program of `seed`: a few inputs, then `n_ops` random statements, then some returns."""
+def generate(seed: int, n_ops: int | None = None, max_ops: int = 7) -> Program:
+    """The program of `seed`: a few inputs, then `n_ops` random statements (2 to `max_ops` when not
+    given), then some returns."""
     from fuzz_ops import OPS, TRAINING_OPS
 
     b = Builder(seed)
@@ -197,7 +198,7 @@ def generate(seed: int, n_ops: int | None = None) -> Program:
         b.add_input((b.rows, b.cols), kind="i")
     ops = TRAINING_OPS if b.training else OPS
     names, weights = zip(*ops)
-    for _ in range(n_ops if n_ops is not None else rng.randint(2, 7)):
+    for _ in range(n_ops if n_ops is not None else rng.randint(2, max_ops)):
         for _attempt in range(10):
             if rng.choices(names, weights)[0](b) is not False:
                 break

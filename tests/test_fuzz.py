@@ -57,3 +57,17 @@ def test_checker_catches_lost_input_writes():
     program = next(p for p in map(fuzz_programs.generate, range(200)) if writes_input(p))
     problems = fuzz_check.check_program(program, DEVICE, backend=_forgets_input_writes)
     assert any(p.startswith("input 0") for p in problems), problems
+
+
+def test_long_run_script_runs(tmp_path):
+    """bench/fuzz.py runs a few programs on the CPU and exits 0 when all match."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.path.join(repo, "src"))
+    result = subprocess.run([sys.executable, os.path.join(repo, "bench", "fuzz.py"), "--n", "3", "--device", "cpu",
+                             "--seed", "0"], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 programs (seeds 0..2) on cpu: 0 failed" in result.stdout
