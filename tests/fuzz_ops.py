@@ -270,7 +270,8 @@ def index_put(b):
     vals_text = vals.name if vals is not None else "1.5"
     expand = f".expand({shape_of(x.shape[1:])})" if len(x.shape) > 1 else ""
     uses = [x] + ([vals] if vals is not None else [])
-    inplace = b.writable(x) and b.rng.random() < 0.5
+    # values read from x's own storage while writing it: eager refuses the overlap
+    inplace = b.writable(x) and b.rng.random() < 0.5 and (vals is None or vals.root != x.root)
     if inplace and not accumulate and b.rng.random() < 0.5:
         b.emit_inplace(f"{x.name}[{idx}] = {vals_text}", x, uses[1:])
     elif inplace:
