@@ -79,7 +79,7 @@ def int_ops(b):
         if m.shape:
             b.emit(f"{m.name}.sum(-1)", [m], m.shape[:-1], kind="i")
     else:
-        b.emit(f"{j.name}.cumsum({_dim(b, j)})", [j], j.shape, kind="i")
+        b.emit(f"{j.name}.cumsum({_dim(b, j) if j.shape else 0})", [j], j.shape, kind="i")
 
 
 # --- views ---------------------------------------------------------------------------------------
