@@ -154,6 +154,29 @@ def test_outputs_that_view_an_intermediate(device):
     assert _same_storage(actual[0], actual[1]) and _same_storage(actual[0], actual[2])
 
 
+NON_DENSE_OUTPUTS = {
+    # fuzz seed 153: a step slice of a value eager lays out column-major (its operand is transposed)
+    "step_slice_of_transposed": lambda x, s: (s * x.t())[..., 1::2],
+    # fuzz seed 194: a step slice of a value computed from a step-sliced input
+    "step_slice_of_sliced": lambda x, s: (x[:, ::2] + 1)[..., 1::2],
+    # fuzz seed 189: an expand of a reduction
+    "expand_of_reduction": lambda x, s: x.amax().relu().unsqueeze(0).expand(2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NON_DENSE_OUTPUTS))
+def test_non_dense_view_of_intermediate_output_keeps_eager_strides(device, name):
+    """An output that is a step slice or an expand of an intermediate has eager's strides: its base
+    is laid out as eager's and the output is a view of it (it was a contiguous copy)."""
+    fn = NON_DENSE_OUTPUTS[name]
+    x, s = torch.randn(6, 5, device=device), torch.randn(6, device=device)
+    expected = fn(x, s)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, backend="tritonize")(x, s)
+    assert_same(actual, expected)
+    assert actual.stride() == expected.stride()
+
+
 def test_view_of_an_input_returned_with_the_input(device):
     def fn(x):
         v = x[1:]

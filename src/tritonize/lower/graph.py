@@ -55,7 +55,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     arg_names: list[str] = []
     symbol_sources: dict = {}
     outputs: list[GraphOutput] = []
-    shared_bases = _shared_output_bases(gm)
+    shared_bases = _output_bases(gm)
     for node in gm.graph.nodes:
         ctx.current_node = node
         if node.op == "placeholder":
@@ -227,15 +227,18 @@ def _view_base(node):
     return node
 
 
-def _shared_output_bases(gm: torch.fx.GraphModule) -> set:
-    """Computed nodes whose storage several graph outputs share in eager (outputs of inputs'
-    storage are regenerated from the inputs by AOTAutograd)."""
+def _output_bases(gm: torch.fx.GraphModule) -> set:
+    """Computed nodes to lay out as eager does because graph outputs are views of them: those whose
+    storage several outputs share in eager, and those under an output whose eager layout is not
+    dense (a step slice, an expand: strides only a view of a base laid out as eager's can have).
+    Outputs of inputs' storage are regenerated from the inputs by AOTAutograd."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     counts: dict = {}
     for out in _flatten_outputs(output.args[0]):
         if isinstance(out, torch.fx.Node) and isinstance(out.meta.get("val"), torch.Tensor):
             base = _view_base(out)
-            counts[base] = counts.get(base, 0) + 1
+            sparse_view = base is not out and not _is_dense(out.meta["val"])
+            counts[base] = counts.get(base, 0) + (2 if sparse_view else 1)
     return {base for base, n in counts.items() if n > 1 and base.op == "call_function"}
 
 
@@ -260,6 +263,11 @@ def _aliases_input(node) -> bool:
             return False
         node = node.args[0]
     return isinstance(node, torch.fx.Node) and node.op in ("placeholder", "get_attr")
+
+
+def _is_dense(meta: torch.Tensor) -> bool:
+    stride = symbolic_size(meta.stride())
+    return _same_strides(symbolic_size(meta.shape), dense_strides(meta), stride)
 
 
 def dense_strides(meta: torch.Tensor):
