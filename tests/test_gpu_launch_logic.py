@@ -226,6 +226,28 @@ def test_generated_launcher_guard():
     assert len(calls) == 2
 
 
+def test_size_arguments_are_specialized_and_guarded_like_triton():
+    """Symbolic sizes reach kernels as ints: specialized on divisibility by 16 (and int32 range),
+    like Triton's JIT, and the launch grid is computed from them at each launch."""
+    assert ArgSpec.of([torch.zeros(4), 32, 7], 0).args == (("fp32", True), ("#i32", True), ("#i32", False))
+    assert ArgSpec.of([2**33], 0).args == (("#i64", True),)
+    calls, fallbacks = [], []
+    loaded = LoadedKernel(lambda *a: calls.append(a), function=11, packed_metadata="meta")
+    spec = ArgSpec(0, (("fp32", True), ("#i32", True), ("#i32", False)))
+    launch = generate_launcher(["a_ptr", "ks0", "ks1", "XBLOCK"], {"XBLOCK": 128}, ("((ks0 * ks1) + 127) // 128",),
+                               spec, [torch.float32, None, None], loaded, stream=lambda d: 100 + d,
+                               current_device=lambda: 0, fallback=lambda *a: fallbacks.append(a))
+    a = torch.zeros(8)
+    launch(a, 32, 7)
+    assert calls == [(2, 1, 1, 100, 11, "meta", None, None, None, a.data_ptr(), 32, 7, 128)]
+    launch(a, 48, 9)  # still a multiple of 16, and not: the same variant, another grid
+    assert calls[-1][0] == 4 and calls[-1][10:12] == (48, 9)
+    launch(a, 33, 7)  # ks0 no longer a multiple of 16
+    launch(a, 32, 16)  # ks1 now is one: Triton would compile that variant, so do we
+    launch(a, 2**31 + 16, 7)  # past int32
+    assert len(calls) == 2 and len(fallbacks) == 3
+
+
 def test_a_single_candidate_is_launched_without_cloning(monkeypatch):
     entered = []
     monkeypatch.setattr("tritonize.runtime.launcher.WrittenArgs.__enter__", lambda self: entered.append(1))

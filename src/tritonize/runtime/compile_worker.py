@@ -40,7 +40,7 @@ def compile_options(num_warps: int, num_stages: int, debug: bool, blocks: dict) 
 
 def build_source(jit_fn, kernel_name: str, args, blocks: dict, target):
     """Triton's ASTSource for this specialization ((pointer kind, aligned) per pointer
-    parameter) and these constexpr values."""
+    parameter, ("#i32" or "#i64", multiple of 16) per int parameter) and these constexpr values."""
     from triton.compiler import ASTSource, make_backend
 
     backend = make_backend(target)
@@ -55,7 +55,7 @@ def build_source(jit_fn, kernel_name: str, args, blocks: dict, target):
             kind, aligned = next(pointers)
         except StopIteration:
             raise TypeError(f"kernel {kernel_name}: no argument for parameter {name}") from None
-        signature[name] = "*" + kind
+        signature[name] = kind[1:] if kind.startswith("#") else "*" + kind  # "#i32": an int argument
         attrs[(index,)] = backend.parse_attr("D" if aligned else "")
     if next(pointers, None) is not None:
         raise TypeError(f"kernel {kernel_name}: more arguments than parameters")

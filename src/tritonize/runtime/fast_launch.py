@@ -26,7 +26,7 @@ import os
 import threading
 from typing import Callable
 
-from .triton_compile import ALIGNMENT, ArgSpec
+from .triton_compile import ALIGNMENT, INT32_MAX, INT_KINDS, ArgSpec
 
 
 @dataclasses.dataclass
@@ -119,21 +119,18 @@ def hook_installed(hook) -> bool:
 def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpec, dtypes: list,
                       kernel: LoadedKernel, stream: Callable, current_device: Callable,
                       fallback: Callable, name: str = "launch") -> Callable:
-    """The guarded fast launch function for one variant (see the module docstring)."""
+    """The guarded fast launch function for one variant (see the module docstring). Int
+    arguments (symbolic sizes) are passed as they are and guarded like pointers: the same
+    divisibility by 16, and an int32 one within int32; `grid` may then be source text over the
+    parameters (one expression per grid dim), computed at each launch."""
     positional = [p for p in params if p not in blocks]
     if len(positional) != len(spec.args):
         raise TypeError(f"{name}: {len(positional)} pointer parameters, specialization has {len(spec.args)}")
-    pointer_of = {p: f"_p{i}" for i, p in enumerate(positional)}
-    lines = [f"def {name}({', '.join(positional)}):"]
-    if positional:
-        lines.append("    " + "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional))
-    checks = []
-    aligned = [pointer_of[p] for p, (_, is_aligned) in zip(positional, spec.args) if is_aligned]
-    if aligned:
-        checks.append(f"({' | '.join(aligned)}) & {ALIGNMENT - 1}")
-    checks += [f"{p}.dtype is not _d{i}" for i, p in enumerate(positional)]
-    checks.append(f"_device() != {spec.device}")
-    lines.append(f"    if {' or '.join(checks)}:")
+    ints = {p for p, (kind, _) in zip(positional, spec.args) if kind in INT_KINDS}
+    pointer_of = {p: (p if p in ints else f"_p{i}") for i, p in enumerate(positional)}
+    reads = "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional if p not in ints)
+    lines = [f"def {name}({', '.join(positional)}):"] + ([f"    {reads}"] if reads else [])
+    lines.append(f"    if {' or '.join(_guard_checks(positional, ints, pointer_of, spec))}:")
     lines.append(f"        return _fallback({', '.join(positional)})")
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     call_args = [pointer_of[p] if p in pointer_of else repr(int(blocks[p])) for p in params]
@@ -142,8 +139,8 @@ def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpe
     lines.append(launch_line)
     # The same launch without the guard: for timing, and for the fallback once it has chosen.
     lines.append(f"def {name}_unchecked({', '.join(positional)}):")
-    if positional:
-        lines.append("    " + "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional))
+    if reads:
+        lines.append(f"    {reads}")
     lines.append(launch_line)
     namespace = {"_run": kernel.run, "_function": kernel.function, "_metadata": kernel.packed_metadata,
                  "_stream": stream, "_device": current_device, "_fallback": fallback}
@@ -154,6 +151,24 @@ def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpe
     launcher.unchecked = namespace[f"{name}_unchecked"]
     launcher.source = source
     return launcher
+
+
+def _guard_checks(positional, ints, pointer_of, spec: ArgSpec) -> list[str]:
+    """What must hold for the variant to apply: each aligned pointer still aligned, each int
+    argument as divisible by 16 as it was (and an int32 one within int32), the element types,
+    the device."""
+    checks = []
+    aligned = [pointer_of[p] for p, (_, is_aligned) in zip(positional, spec.args) if is_aligned and p not in ints]
+    if aligned:
+        checks.append(f"({' | '.join(aligned)}) & {ALIGNMENT - 1}")
+    for p, (kind, divisible) in zip(positional, spec.args):
+        if p in ints:
+            checks.append(f"({p} & {ALIGNMENT - 1} {'!=' if divisible else '=='} 0)")
+            if kind == INT_KINDS[0]:
+                checks.append(f"{p} > {INT32_MAX}")
+    checks += [f"{p}.dtype is not _d{i}" for i, p in enumerate(positional) if p not in ints]
+    checks.append(f"_device() != {spec.device}")
+    return checks
 
 
 def cuda_stream_getter() -> Callable:

@@ -173,6 +173,17 @@ def dynamic_grid(config: LaunchConfig, xnumel: int, ynumel: int = 1) -> tuple:
     return (programs,)
 
 
+def grid_source(config: LaunchConfig, numel_exprs: dict) -> tuple:
+    """dynamic_grid as source over a kernel's parameters, for a generated launcher."""
+    blocks = config.blocks
+    x_block = blocks["XBLOCK"]
+    programs = f"(({numel_exprs['xnumel']}) + {x_block - 1}) // {x_block}"
+    if "YBLOCK" in blocks:
+        y_block = blocks["YBLOCK"]
+        programs += f" * ((({numel_exprs.get('ynumel', '1')}) + {y_block - 1}) // {y_block})"
+    return (programs,)
+
+
 def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
                 hint: str | None = None, device: DeviceInfo | None = None) -> LaunchConfig:
     """The heuristic's first pick (what runs without autotuning). hint: for reductions, "outer"

@@ -28,7 +28,7 @@ from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
-from .heuristics import DeviceInfo, KernelShape, candidates, dynamic_grid, uses_heavy_math
+from .heuristics import DeviceInfo, KernelShape, candidates, dynamic_grid, grid_source, uses_heavy_math
 from .interpreter_checks import IndexOutOfBoundsError, IntegerDivisionByZeroError
 from .loader import load_source_module
 from .progress import wait_all
@@ -41,9 +41,11 @@ class GeneratedKernel:
     """A kernel with its launch config; calling it launches on the given pointers (and, for
     symbolic sizes, the size arguments the grid is computed from at each launch)."""
 
-    def __init__(self, fn, name: str, shape: KernelShape, config, numels_of=None):
+    def __init__(self, fn, name: str, shape: KernelShape, config, numel_exprs: dict | None = None):
         self.fn, self.name, self.shape, self.config = fn, name, shape, config
-        self.numels_of = numels_of  # args -> (xnumel, ynumel) for symbolic sizes; None if static
+        # symbolic sizes: the numels' source over the kernel's parameters; None if static
+        self.numel_exprs = numel_exprs
+        self.numels_of = _numels_function(fn, numel_exprs) if numel_exprs else None  # args -> (x, y)
 
     @property
     def kind(self) -> str:
@@ -62,8 +64,8 @@ class GeneratedKernel:
 class InterpretedKernel(GeneratedKernel):
     """CPU: Triton's interpreter with the heuristic's first pick."""
 
-    def __init__(self, fn, name: str, shape: KernelShape, numels_of=None):
-        super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0], numels_of)
+    def __init__(self, fn, name: str, shape: KernelShape, numel_exprs=None):
+        super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0], numel_exprs)
         self.runner = fn[self.config.grid]
         self.launch_kwargs = dict(self.config.blocks, **launch_constants(fn, pdl=False))
 
@@ -197,12 +199,12 @@ class GpuKernel(GeneratedKernel):
     """GPU: compiled ahead where possible, autotuned on first call, launched by a fast path."""
 
     def __init__(self, fn, name: str, source: str, shape: KernelShape, mode: str, module_path: str,
-                 arg_dtypes=None, env=None, debug: bool = False, numels_of=None):
+                 arg_dtypes=None, env=None, debug: bool = False, numel_exprs=None):
         self.env = env or CudaEnvironment.shared()
         self.debug = debug  # compiled with device asserts (the kernel checks indirect indices)
         device = self.env.device_index()
         self.configs = candidates(shape, mode, on_gpu=True, device=self.env.device_info(device))
-        super().__init__(fn, name, shape, self.configs[0], numels_of)
+        super().__init__(fn, name, shape, self.configs[0], numel_exprs)
         self.source, self.mode, self.module_path = source, mode, module_path
         self.params = list(fn.arg_names)
         runtime_constants = launch_constants(fn, pdl=False)
@@ -269,7 +271,8 @@ class GpuKernel(GeneratedKernel):
             return err
         dtypes = [_torch_dtype(kind) for kind, _ in spec.args]
         blocks = dict(config.blocks, **self._constants(spec.device))
-        launcher = generate_launcher(self.params, blocks, config.grid, spec, dtypes, loaded,
+        grid = config.grid if self.numel_exprs is None else grid_source(config, self.numel_exprs)
+        launcher = generate_launcher(self.params, blocks, grid, spec, dtypes, loaded,
                                      self.env.stream, self.env.current_device, self._fallback,
                                      name=_identifier(self.name))
         return autotune.Variant(config, launcher.unchecked, loaded.n_regs, loaded.n_spills, launcher)
@@ -375,8 +378,10 @@ def _identifier(name: str) -> str:
 
 
 def _torch_dtype(kind: str):
-    from .triton_compile import _POINTER_TYPES
+    from .triton_compile import _POINTER_TYPES, INT_KINDS
 
+    if kind in INT_KINDS:  # an int argument: no tensor, no dtype to check
+        return None
     for dtype, code in _POINTER_TYPES.items():
         if code == kind:
             return dtype
@@ -397,10 +402,10 @@ def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int,
     module = load_source_module(source, "kernel", interpret=not on_gpu)
     shape = KernelShape(kind, xnumel, ynumel, rnumel, hint, heavy_math=uses_heavy_math(source))
     fn = getattr(module, name)
-    numels_of = _numels_function(fn, numel_exprs) if numel_exprs else None
     if not on_gpu:
-        return InterpretedKernel(fn, name, shape, numels_of)
-    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks, numels_of=numels_of)
+        return InterpretedKernel(fn, name, shape, numel_exprs)
+    return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks,
+                     numel_exprs=numel_exprs)
 
 
 def _numels_function(fn, numel_exprs: dict):

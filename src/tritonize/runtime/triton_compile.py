@@ -55,19 +55,27 @@ def pointer_type(dtype) -> str | None:
     return _POINTER_TYPES.get(dtype)
 
 
+INT_KINDS = ("#i32", "#i64")  # int (size) arguments: "#" tells them from pointers to ints
+INT32_MAX = 2**31 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgSpec:
-    """The specialization of a launch: device index, and (element type, 16-byte aligned) per
-    pointer argument."""
+    """The specialization of a launch: device index, and per argument (element type, 16-byte
+    aligned) for a pointer or (INT_KINDS entry, multiple of 16) for an int (a symbolic size):
+    Triton's JIT specializes both the same way (`tt.divisibility`)."""
 
     device: int
     args: tuple
 
     @classmethod
     def of(cls, args, device: int) -> "ArgSpec | None":
-        """From real arguments; None when one is not a tensor of a type Triton takes."""
+        """From real arguments; None when one is neither a tensor of a type Triton takes nor an int."""
         found = []
         for arg in args:
+            if type(arg) is int:
+                found.append((INT_KINDS[0] if abs(arg) <= INT32_MAX else INT_KINDS[1], arg % ALIGNMENT == 0))
+                continue
             kind = pointer_type(arg.dtype) if isinstance(arg, torch.Tensor) else None
             if kind is None:
                 return None
