@@ -275,10 +275,10 @@ def index_put(b):
     if inplace and not accumulate and b.rng.random() < 0.5:
         b.emit_inplace(f"{x.name}[{idx}] = {vals_text}", x, uses[1:])
     elif inplace:
-        b.emit_inplace(f"{x.name}.index_put_(({idx},), torch.as_tensor({vals_text}, dtype={x.name}.dtype)"
+        b.emit_inplace(f"{x.name}.index_put_(({idx},), torch.as_tensor({vals_text}, dtype={x.name}.dtype, device={x.name}.device)"
                        f"{expand}, accumulate={accumulate})", x, uses[1:])
     else:
-        b.emit(f"{x.name}.index_put(({idx},), torch.as_tensor({vals_text}, dtype={x.name}.dtype)"
+        b.emit(f"{x.name}.index_put(({idx},), torch.as_tensor({vals_text}, dtype={x.name}.dtype, device={x.name}.device)"
                f"{expand}, accumulate={accumulate})", uses, x.shape)
 
 

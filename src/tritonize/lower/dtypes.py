@@ -74,13 +74,16 @@ def result_type_of(args) -> torch.dtype:
     return result
 
 
-def scalar_as_eager_reads(value, dtype: torch.dtype, device: torch.device):
+def scalar_as_eager_reads(value, dtype: torch.dtype, device: torch.device, on_cuda_too: bool = False):
     """A Python scalar operand of an op whose inputs eager converts to `dtype`, as eager's kernel
     reads it. On the CPU, TensorIterator converts a scalar to a low-precision float dtype before
-    the kernel runs (bf16 x == 3.14 compares with 3.140625); CUDA kernels read the scalar in their
-    fp32 compute type, unrounded. Ops whose CPU kernels also read it unrounded (mul, div) do not
-    call this. Elsewhere the conversion to the compute dtype is exact or the constant's own."""
-    if dtype in (torch.float16, torch.bfloat16) and torch.device(device).type == "cpu" \
+    the kernel runs (bf16 x == 3.14 compares with 3.140625); CUDA's arithmetic kernels read the
+    scalar in their fp32 compute type, unrounded, but its comparison kernels read it in the
+    tensor's own dtype, rounded (`on_cuda_too`). Ops whose CPU kernels also read it unrounded
+    (mul, div) do not call this. Elsewhere the conversion to the compute dtype is exact or the
+    constant's own."""
+    rounds_here = on_cuda_too or torch.device(device).type == "cpu"
+    if dtype in (torch.float16, torch.bfloat16) and rounds_here \
             and isinstance(value, (int, float)) and not isinstance(value, bool):
         return torch.tensor(value, dtype=dtype).item()
     return value

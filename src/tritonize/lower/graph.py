@@ -83,7 +83,9 @@ def _check_no_data_dependent_sizes(gm: torch.fx.GraphModule) -> None:
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     for node in gm.graph.nodes:
-        symbols = free_unbacked_symbols(node.meta.get("val"))
+        # a value may be a container (a user kernel's {argument: tensor}): its leaves
+        leaves = torch.utils._pytree.tree_leaves(node.meta.get("val"))
+        symbols = set().union(*(free_unbacked_symbols(leaf) for leaf in leaves))
         if symbols:
             names = ", ".join(sorted(str(s) for s in symbols))
             raise Unsupported(f"{node.name} ({node.target}) has data-dependent sizes ({names})")

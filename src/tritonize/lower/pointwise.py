@@ -43,14 +43,15 @@ def output_of(node):
     return symbolic_size(val.shape), val.dtype, val.device
 
 
-def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None) -> TensorValue:
+def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None, scalars_rounded_on_cuda=False) -> TensorValue:
     """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype. Python scalars
     among args become constants of the value eager's kernel reads for an op whose inputs it
     converts to scalar_dtype (default: the output's dtype; see `scalar_as_eager_reads`)."""
     size, out_dtype, device = output_of(node)
     compute_dtype = compute_dtype or arithmetic_dtype(out_dtype)
     scalar_dtype = scalar_dtype or out_dtype
-    operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device), size, compute_dtype) for a in args]
+    operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device, scalars_rounded_on_cuda), size, compute_dtype)
+                for a in args]
     body = ex.to_dtype(build(*operands), out_dtype)
     return TensorValue(size, out_dtype, device, body)
 
@@ -202,7 +203,7 @@ def _comparison(name):
     def lower(ctx, node, a, b):
         promoted = result_type_of(node.args[:2])
         return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), upcast(promoted),
-                         scalar_dtype=promoted)
+                         scalar_dtype=promoted, scalars_rounded_on_cuda=True)
     return lower
 
 
