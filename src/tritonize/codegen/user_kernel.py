@@ -12,8 +12,10 @@ form.
 from __future__ import annotations
 
 from ..ir.nodes import TensorArg
+from ..ir.sizes import is_symbolic
 from ..ir.user_kernel import UserKernelCall
 from ..user_kernels.launch import UserKernelLauncher
+from .index_printer import print_index
 
 
 def user_kernel_lines(writer, call: UserKernelCall) -> list[str]:
@@ -33,9 +35,13 @@ def user_kernel_lines(writer, call: UserKernelCall) -> list[str]:
             lines.append(f"    {target} = {writer.allocation(layout)}; {target}.copy_({source})  "
                          f"# {out.arg_name}: copy ({call.clones.get(out.arg_name, 'not decided')})")
         launch_args[out.arg_name] = target
-    constants = {k: v for k, v in call.args.items() if not isinstance(v, TensorArg)}
+    constants = {k: v for k, v in call.args.items() if not isinstance(v, TensorArg) and not is_symbolic(v)}
+    launch_args.update({k: print_index(v) for k, v in call.args.items() if is_symbolic(v)})  # sizes, per call
     launcher = UserKernelLauncher(call.kernel, constants, call.grids, call.tma_metadata)
     writer.constants[call.name] = launcher
     arg_text = ", ".join(f"{k}={v}" for k, v in launch_args.items())
+    if any(is_symbolic(d) for grid in call.grids for d in grid):  # computed from the bound symbols
+        grids = ", ".join("(" + "".join(f"{print_index(d)}, " for d in grid) + ")" for grid in call.grids)
+        arg_text = f"_grids=[{grids}], " + arg_text
     lines.append(f'    CONSTANTS["{call.name}"]({arg_text})')
     return lines

@@ -252,7 +252,7 @@ def _realize_shared_base(ctx, node, value):
         return value
     view = strided_view_of(value)
     if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
-            and _same_strides(value.size, view[2], tuple(meta.stride()))):
+            and _same_strides(value.size, view[2], symbolic_size(meta.stride()))):
         return value
     buffer = ctx.compute_buffer(value, dense_strides(meta))
     return buffer_value(buffer.name, buffer.layout)

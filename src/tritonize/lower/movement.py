@@ -20,6 +20,7 @@ from ..ir.nodes import TensorValue, buffer_value
 from ..ir.scatter import ScatterOp
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from . import views
+from .dtypes import symbolic_size
 from .pointwise import output_of
 from .registry import lowering
 from .storage import overlaps, storage_owner
@@ -183,7 +184,7 @@ def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=Non
     if not isinstance(meta, torch.Tensor):
         raise CompileError("lowering", f"as_strided_scatter over {source}, which has no meta['val']: "
                            "the layout eager gives it (the storage it writes) is unknown", node)
-    layout_size, layout_stride = tuple(meta.shape), tuple(meta.stride())
+    layout_size, layout_stride = symbolic_size(meta.shape), symbolic_size(meta.stride())
     start = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
     last = start + sum(st * (n - 1) for st, n in zip(stride, size))
     span = sum(st * (n - 1) for st, n in zip(layout_stride, layout_size)) + 1

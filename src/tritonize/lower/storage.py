@@ -20,6 +20,8 @@ import torch
 
 from ..errors import CompileError
 from ..ir.nodes import InputBuffer, TensorArg, buffer_value, strided_view_of
+from ..ir.sizes import as_size
+from .dtypes import symbolic_size
 
 aten = torch.ops.aten
 
@@ -73,7 +75,7 @@ def eager_storage(ctx, owner: torch.fx.Node) -> tuple[TensorArg, int]:
         raise CompileError("lowering", f"as_strided over {owner.name}, which has no meta['val']: "
                            "the layout eager gives it (the storage as_strided reads) is unknown",
                            ctx.current_node)
-    size, stride = tuple(meta.shape), tuple(meta.stride())
+    size, stride = symbolic_size(meta.shape), symbolic_size(meta.stride())
     if overlaps(size, stride):
         raise CompileError("lowering", f"as_strided over {owner.name}, whose eager layout "
                            f"(size {list(size)}, stride {list(stride)}) overlaps itself: "
@@ -82,7 +84,7 @@ def eager_storage(ctx, owner: torch.fx.Node) -> tuple[TensorArg, int]:
     storage = ctx.realize(value, stride=stride)
     if storage.is_plain:  # later readers (another as_strided) reuse the buffer, not a second copy
         ctx.values[owner] = buffer_value(storage.buffer_name, ctx.buffers[storage.buffer_name].layout)
-    return storage, int(meta.storage_offset())
+    return storage, as_size(meta.storage_offset())  # never int(): it would specialize a symbolic offset
 
 
 def overlaps(size, stride) -> bool:

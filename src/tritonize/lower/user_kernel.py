@@ -24,11 +24,13 @@ from torch._higher_order_ops.triton_kernel_wrap import (
 
 from ..errors import CompileError
 from ..ir.nodes import Buffer, Layout, TensorArg, TensorValue, buffer_value
+from ..ir.sizes import is_symbolic
 from ..ir.user_kernel import UserKernelCall, UserKernelOutput
 from ..user_kernels.binding import UserKernelError, kernel_name, split_options
 from ..user_kernels.hop import tritonize_kernel_functional, tritonize_kernel_mutation
 from ..user_kernels.mutation import analyze_call
 from .registry import lowering
+from .dtypes import symbolic_size
 
 aten = torch.ops.aten
 EMPTY_OPS = {aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
@@ -42,7 +44,8 @@ def lower_user_kernel(ctx, node, *, kernel_idx, constant_args_idx, grid, tma_des
     constants = kernel_side_table.get_constant_args(constant_args_idx)
     fx_values = node.kwargs["kwargs"]
     args = {name: _argument(ctx, fx_values[name], value) for name, value in kwargs.items()}
-    written, note = _written_arguments(node, kernel, fx_values, kwargs, constants, tma_descriptor_metadata)
+    written, note = _written_arguments(node, kernel, fx_values, kwargs, constants, tma_descriptor_metadata,
+                                       ctx.sizes)
     call = UserKernelCall(ctx.new_name("user_kernel"), kernel, kernel_name(kernel), [tuple(g) for g in grid],
                           dict(tma_descriptor_metadata), {**args, **constants}, [],
                           _written_graph_inputs(fx_values, tensors_to_clone), note, ctx.origin())
@@ -79,7 +82,7 @@ def _argument(ctx, fx_value, value):
     if not isinstance(value, TensorValue):
         return value
     meta = fx_value.meta["val"]
-    stride = tuple(int(s) for s in meta.stride())
+    stride = symbolic_size(meta.stride())  # never int(): that would specialize a symbolic size
     kernel_node, ctx.current_node = ctx.current_node, fx_value  # the buffer holds fx_value's value
     try:
         if getattr(fx_value, "target", None) in EMPTY_OPS:
@@ -91,15 +94,17 @@ def _argument(ctx, fx_value, value):
 
 def _uninitialized(ctx, meta: torch.Tensor, stride) -> TensorArg:
     """Memory the kernel will fill: allocated, never zeroed."""
-    size = tuple(int(s) for s in meta.shape)
+    size = symbolic_size(meta.shape)
     result = ctx.extern_call(aten.empty_strided.default, (list(size), list(stride)),
                              {"dtype": meta.dtype, "device": meta.device}, meta, "alloc")
     return ctx.realize(result)
 
 
-def _written_arguments(node, kernel, fx_values, kwargs, constants, tma_metadata):
-    """(tensor arguments the kernel may write, a note on how that was decided)."""
-    examples = {name: fx_values[name].meta["val"] if isinstance(value, TensorValue) else value
+def _written_arguments(node, kernel, fx_values, kwargs, constants, tma_metadata, sizes):
+    """(tensor arguments the kernel may write, a note on how that was decided). A symbolic size
+    is analyzed at its example value, as Triton would specialize it."""
+    examples = {name: fx_values[name].meta["val"] if isinstance(value, TensorValue)
+                else sizes.hint(value) if is_symbolic(value) else value
                 for name, value in kwargs.items()}
     try:
         access = analyze_call(split_options(kernel, {**examples, **constants}), tma_metadata)

@@ -15,6 +15,7 @@ import torch
 from ..errors import CompileError, Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue
+from ..ir.sizes import as_size
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
 from .pointwise import output_of
 from .registry import lowering
@@ -212,7 +213,7 @@ def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
 def _eager_storage_offset(ctx, node, owner_start: int) -> int:
     meta = node.meta.get("val")
     if isinstance(meta, torch.Tensor):
-        return int(meta.storage_offset())
+        return as_size(meta.storage_offset())
     if storage_owner(node) is node:
         return owner_start
     raise CompileError("lowering", f"as_strided without a storage offset over {node.name}, which "

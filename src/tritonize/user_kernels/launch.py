@@ -111,7 +111,9 @@ def launch_user_kernel(kernel, grids: list, values: dict, tma_metadata: dict | N
 
 
 class UserKernelLauncher:
-    """One captured call site in a generated wrapper: everything but the tensors is fixed."""
+    """One captured call site in a generated wrapper: everything but the tensors is fixed, or,
+    with symbolic sizes, given at each call too (the sizes as arguments, `_grids` computed by
+    the wrapper from its bound symbols)."""
 
     def __init__(self, kernel, constants: dict[str, Any], grids: list, tma_metadata: dict):
         self.kernel = kernel
@@ -119,8 +121,9 @@ class UserKernelLauncher:
         self.grids = [tuple(g) for g in grids]
         self.tma_metadata = dict(tma_metadata)
 
-    def __call__(self, /, **tensors) -> None:
-        launch_user_kernel(self.kernel, self.grids, {**tensors, **self.constants}, self.tma_metadata)
+    def __call__(self, /, _grids=None, **arguments) -> None:
+        grids = self.grids if _grids is None else [tuple(g) for g in _grids]
+        launch_user_kernel(self.kernel, grids, {**arguments, **self.constants}, self.tma_metadata)
 
     def __repr__(self) -> str:
         return f"UserKernelLauncher({kernel_name(self.kernel)}, grids={self.grids})"
