@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 
 import tritonize
+
+from conftest import DEVICE
 from tritonize import config
 from tritonize.config import make_options
 from tritonize.graph_cache import graph_key
@@ -101,6 +103,9 @@ def test_the_option_comes_from_the_environment_and_is_part_of_the_graph_key(monk
     assert graph_key(gm, inputs, make_options(fallback_random=True)) != graph_key(gm, inputs, make_options())
 
 
+@pytest.mark.xfail(DEVICE == "cuda", strict=True,
+                   reason="known gap (H100, 2026-11-25): on CUDA the checkpointed forward's dropout gives "
+                          "other numbers than eager's under fallback_random (strict: a pass fails)")
 def test_checkpointed_dropout_runs_its_rng_state_wrappers_through_aten(device):
     """Activation checkpointing saves the generator's state around dropout in the forward and
     replays it in the backward (run_and_save_rng_state / run_with_rng_state): those two ops run

@@ -25,6 +25,12 @@ def triton_dtype(dtype: torch.dtype) -> str:
     return TRITON_DTYPES[dtype]
 
 
+# Negative zero by its bits: Triton 3.6 compiles the literal -0.0 (bare or in tl.full) to +0.0
+# on the GPU (the interpreter keeps it), so x / -0.0 gave +inf there. Measured on an H100.
+NEGATIVE_ZERO_FP32 = "tl.full([], -2147483648, tl.int32).to(tl.float32, bitcast=True)"
+NEGATIVE_ZERO_FP64 = "tl.full([], -9223372036854775808, tl.int64).to(tl.float64, bitcast=True)"
+
+
 def render_constant(value, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "True" if value else "False"
@@ -33,6 +39,10 @@ def render_constant(value, dtype: torch.dtype) -> str:
             text = 'float("nan")'
         elif math.isinf(value):
             text = 'float("inf")' if value > 0 else 'float("-inf")'
+        elif value == 0 and math.copysign(1.0, value) < 0:
+            text = NEGATIVE_ZERO_FP32  # a literal -0.0 compiles to +0.0 on the GPU (Triton 3.6)
+            if dtype == torch.float64:
+                return NEGATIVE_ZERO_FP64
         else:
             text = repr(float(value))
         if dtype == torch.float32:
