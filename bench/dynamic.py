@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python bench/dynamic.py [--models gpt2,bert,llama] [--lengths 96,131,200,256,384]
         [--batch 8] [--dtype bfloat16] [--device cuda] [--small] [--auto-batches 2,4,6,8,12]
-        [--generate 64] [--markdown out.md]
+        [--generate 64] [--markdown out.md]     (an empty --lengths or --auto-batches skips that part)
 
 (a) Each model, inference, at every sequence length: eager; Inductor with dynamic=True;
     tritonize compiled for that length alone (static: one compile per length) and tritonize with
@@ -142,8 +142,8 @@ def parse_args(argv=None):
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
-    args.lengths = [int(n) for n in args.lengths.split(",")]
-    args.auto_batches = [int(n) for n in args.auto_batches.split(",")]
+    args.lengths = [int(n) for n in args.lengths.split(",") if n]  # empty: skip (a)
+    args.auto_batches = [int(n) for n in args.auto_batches.split(",") if n]  # empty: skip (b)
     return args
 
 
@@ -155,14 +155,17 @@ def main(argv=None):
           f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
     header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
               "dyn/static", "dyn/inductor"]
-    rows, notes = [], []
-    for name in args.models:
+    rows, notes, text = [], [], []
+    for name in args.models if args.lengths else []:
         model_rows, note = sequence_lengths(name, args)
         rows += model_rows
         notes.append(f"{name}: {note}")
-    auto = [automatic_dynamic(name, args) for name in args.models]
-    auto_header = ["model", "batches", "compiles", "graphs through aten", "first reason"]
-    text = [format_markdown(header, rows), "", *notes, "", format_markdown(auto_header, auto)]
+    if rows:
+        text += [format_markdown(header, rows), "", *notes]
+    if args.auto_batches and args.lengths:
+        auto = [automatic_dynamic(name, args) for name in args.models]
+        auto_header = ["model", "batches", "compiles", "graphs through aten", "first reason"]
+        text += ["", format_markdown(auto_header, auto)]
     if args.generate:
         text += ["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
                                     [generate_rate(name, args) for name in args.models if name != "bert"])]
