@@ -79,3 +79,22 @@ def test_bucketize():
     values = torch.tensor([[-2.0, 0.0, 1.0], [2.5, 3.0, NAN]], device=DEVICE)
     _check(lambda v, b: torch.bucketize(v, b, right=True), values, boundaries)
     _check(lambda v, b: torch.bucketize(v, b, out_int32=True), values, boundaries)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                    dict(kernel_size=(3, 2, 2), padding=1, count_include_pad=False),
+                                    dict(kernel_size=2, padding=1, divisor_override=3)])
+def test_avg_pool3d(kwargs):
+    x = torch.randn(1, 2, 5, 6, 4).to(DEVICE)
+    _check(lambda t: F.avg_pool3d(t, **kwargs), x)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample(mode, padding_mode):
+    x = torch.randn(1, 2, 4, 5).to(DEVICE)
+    grid = (torch.rand(1, 3, 6, 2) * 2.4 - 1.2).to(DEVICE)
+    grid[0, 0, 0] = NAN
+    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=False),
+           x, grid)
+    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=True), x, grid)

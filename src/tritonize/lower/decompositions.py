@@ -44,8 +44,8 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
          aten.std_mean, aten.std, aten._softmax_backward_data, aten._log_softmax_backward_data,
          aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp,
          # index arithmetic over gathers, lowered to pointwise kernels: adaptive average pooling,
-         # grid sampling (a weighted gather), bucketize (an unrolled binary search)
-         aten._adaptive_avg_pool2d, aten.grid_sampler_2d, aten.bucketize]
+         # bucketize (an unrolled binary search)
+         aten._adaptive_avg_pool2d, aten.bucketize]
 
 
 @functools.lru_cache(None)
