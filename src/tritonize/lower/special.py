@@ -1,5 +1,5 @@
 """Lowerings of elementwise functions built from several ops or a helper: gcd and lcm, ldexp,
-angle, spherical_bessel_j0, digamma (and polygamma of order 0), the scaled Bessel functions i0e
+angle, spherical_bessel_j0, digamma, polygamma (trigamma, Hurwitz zeta), the scaled Bessel functions i0e
 and i1e. The table-driven ones (libdevice
 functions, arithmetic) live in lower/pointwise.py."""
 from __future__ import annotations
@@ -131,9 +131,27 @@ def lower_digamma(ctx, node, x):
 
 @lowering(aten.polygamma.default)
 def lower_polygamma(ctx, node, n, x):
-    if n != 0:
-        raise Unsupported(f"polygamma of order {n} (only order 0, digamma, is generated)")
-    return pointwise(node, [x], _digamma)
+    """torch's rule: digamma for n = 0, its trigamma for n = 1, else
+    (-1)^(n+1) n! zeta(n + 1, x) (helpers.trigamma and helpers.zeta follow torch's kernels)."""
+    if n < 0:
+        raise Unsupported(f"polygamma of negative order {n}")  # eager raises
+    if n == 0:
+        return pointwise(node, [x], _digamma)
+    if n == 1:
+        return pointwise(node, [x], lambda a: ex.op("trigamma", a, dtype=a.dtype))
+
+    def build(a):
+        f = a.dtype
+        factor = ex.constant((-1) ** (n + 1) * float(math.factorial(n)), f)
+        return ex.op("mul", factor, ex.op("zeta", ex.constant(float(n + 1), f), a, dtype=f), dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar)
+def lower_zeta(ctx, node, x, q):
+    """The Hurwitz zeta function sum_k (k + q)^-x (helpers.zeta, torch's method)."""
+    return pointwise(node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
 
 
 SCALED_BESSEL_LIMIT = 700.0  # below it, exp(-x) and i0(x), i1(x) are finite in fp64
