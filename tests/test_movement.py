@@ -1,6 +1,6 @@
 """Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
 split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
-angle, ldexp and the special functions (erfcx, i1, Bessel, ndtri, digamma). Eager's values, no fallbacks."""
+angle, ldexp and the special functions (erfcx, i1, i0e, i1e, Bessel, ndtri, digamma, polygamma, zeta). Eager's values, no fallbacks."""
 import pytest
 import torch
 
@@ -108,3 +108,30 @@ def test_digamma_and_polygamma_order_0(device, dtype):
     x = torch.cat([torch.tensor(values), torch.linspace(-20, 30, 101)]).to(device=device, dtype=dtype) \
         if dtype.is_floating_point else torch.tensor(values, device=device, dtype=dtype)
     no_fallback(lambda t: (torch.digamma(t), torch.polygamma(0, t), torch.special.psi(t)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=str)
+def test_scaled_modified_bessel_i0e_i1e(device, dtype):
+    """exp(-|x|) i0(x) and i1(x): the product below 700, the asymptotic series above (where i0
+    overflows), 0 at infinity."""
+    values = [0.0, -0.0, 1e-3, -2.5, 5.0, 30.0, 95.0, 699.9, 700.0, 701.0, 1e4, -1e6, 3e38,
+              float("inf"), float("-inf"), float("nan")]
+    if not dtype.is_floating_point:
+        values = [0, -1, 3, 100, -1000]
+    x = torch.tensor(values, device=device, dtype=dtype)
+    no_fallback(lambda t: (torch.special.i0e(t), torch.special.i1e(t)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_polygamma_orders_and_zeta(device, dtype):
+    """polygamma of orders 1 (trigamma) to 3 and the Hurwitz zeta function, by torch's methods:
+    poles, negative arguments, infinities and NaN."""
+    values = [0.0, -0.0, -1.0, -2.3, 1e-8, 0.3, 3.3, 12.0, 1e6, -7.9, float("inf"), float("-inf"),
+              float("nan")]
+    x = torch.cat([torch.tensor(values), torch.linspace(-9, 9, 37)]).to(device=device, dtype=dtype)
+    no_fallback(lambda t: (torch.polygamma(1, t), torch.polygamma(2, t), torch.special.polygamma(3, t)), x,
+                rtol=2e-5 if dtype == torch.float32 else 1e-7, atol=1e-6 if dtype == torch.float32 else 1e-7)
+    s = torch.tensor([2.0, 1.0, 0.5, 3.0, 3.5, 4.0, 1.5, 2.0, 2.0, 7.0], device=device, dtype=dtype)
+    q = torch.tensor([1.0, 2.0, 0.5, -1.0, -2.5, 0.0, 30.0, float("nan"), float("inf"), -3.7], device=device,
+                     dtype=dtype)
+    no_fallback(lambda a, b: (torch.special.zeta(a, b), torch.special.zeta(a, 2.0)), s, q)

@@ -78,6 +78,7 @@ UNARY = {
     "i0": "helpers.nan_at_infinity({0}, libdevice.cyl_bessel_i0({0}))",
     "i1": "helpers.nan_at_infinity({0}, libdevice.cyl_bessel_i1({0}))",
     "ndtri": "libdevice.normcdfinv({0})", "digamma_positive": "helpers.digamma_positive({0})",
+    "trigamma": "helpers.trigamma({0})",
     "sign": "helpers.sign({0})",
     "relu": "tl.where({0} < 0, 0, {0})", "isnan": "({0} != {0})",
     "isinf": "(tl.abs({0}) == float(\"inf\"))", "isfinite": "(tl.abs({0}) < float(\"inf\"))",
@@ -95,7 +96,7 @@ BINARY = {
     "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "pow_int": "helpers.pow_int({0}, {1})",
-    "gcd": "helpers.gcd_int({0}, {1})",
+    "gcd": "helpers.gcd_int({0}, {1})", "zeta": "helpers.zeta({0}, {1})",
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 

@@ -1,7 +1,8 @@
 """Our decomposition table: torch._decomp's core set, minus the ops we lower (or call) ourselves.
 
 AOTAutograd applies it while tracing, so composite ops (silu, hardswish, addcmul, softplus...)
-arrive as the primitive elementwise ops our lowerings fuse.
+arrive as the primitive elementwise ops our lowerings fuse. lower/own_decompositions.py adds ours
+for ops torch has none for (adaptive pooling with uneven windows, searchsorted).
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import functools
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+
+from . import own_decompositions
 
 aten = torch.ops.aten
 
@@ -39,7 +42,10 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
          aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
          aten._native_batch_norm_legit_no_training, aten.linalg_vector_norm, aten.var_mean,
          aten.std_mean, aten.std, aten._softmax_backward_data, aten._log_softmax_backward_data,
-         aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp]
+         aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp,
+         # index arithmetic over gathers, lowered to pointwise kernels: adaptive average pooling,
+         # bucketize (an unrolled binary search)
+         aten._adaptive_avg_pool2d, aten.bucketize]
 
 
 @functools.lru_cache(None)
@@ -48,6 +54,7 @@ def decomposition_table(fallback_random: bool = False) -> dict:
     which draws other numbers than eager's bernoulli), so that aten runs them as eager does."""
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
+    table.update(own_decompositions.TABLE)
     for packet in KEEP:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)

@@ -1,5 +1,6 @@
 """Lowerings of elementwise functions built from several ops or a helper: gcd and lcm, ldexp,
-angle, spherical_bessel_j0, digamma (and polygamma of order 0). The table-driven ones (libdevice
+angle, spherical_bessel_j0, digamma, polygamma (trigamma, Hurwitz zeta), the scaled Bessel functions i0e
+and i1e. The table-driven ones (libdevice
 functions, arithmetic) live in lower/pointwise.py."""
 from __future__ import annotations
 
@@ -130,6 +131,60 @@ def lower_digamma(ctx, node, x):
 
 @lowering(aten.polygamma.default)
 def lower_polygamma(ctx, node, n, x):
-    if n != 0:
-        raise Unsupported(f"polygamma of order {n} (only order 0, digamma, is generated)")
-    return pointwise(node, [x], _digamma)
+    """torch's rule: digamma for n = 0, its trigamma for n = 1, else
+    (-1)^(n+1) n! zeta(n + 1, x) (helpers.trigamma and helpers.zeta follow torch's kernels)."""
+    if n < 0:
+        raise Unsupported(f"polygamma of negative order {n}")  # eager raises
+    if n == 0:
+        return pointwise(node, [x], _digamma)
+    if n == 1:
+        return pointwise(node, [x], lambda a: ex.op("trigamma", a, dtype=a.dtype))
+
+    def build(a):
+        f = a.dtype
+        factor = ex.constant((-1) ** (n + 1) * float(math.factorial(n)), f)
+        return ex.op("mul", factor, ex.op("zeta", ex.constant(float(n + 1), f), a, dtype=f), dtype=f)
+
+    return pointwise(node, [x], build)
+
+
+@lowering(aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar)
+def lower_zeta(ctx, node, x, q):
+    """The Hurwitz zeta function sum_k (k + q)^-x (helpers.zeta, torch's method)."""
+    return pointwise(node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
+
+
+SCALED_BESSEL_LIMIT = 700.0  # below it, exp(-x) and i0(x), i1(x) are finite in fp64
+
+
+def _scaled_bessel(order: int):
+    """i0e(x) = exp(-|x|) i0(x), i1e(x) = exp(-|x|) i1(x), in fp64: the product below
+    SCALED_BESSEL_LIMIT, the asymptotic series e^-x I_v(x) ~ (2 pi x)^-1/2 sum_k (-1)^k a_k / x^k,
+    a_k = prod_{j<=k} (4 v^2 - (2j - 1)^2) / (k! 8^k), above it (ten terms are exact in fp64
+    there; at infinity the series gives 0, like eager)."""
+    def build(a):
+        d = torch.float64
+        magnitude = ex.op("abs", a, dtype=d)
+        product = ex.op("mul", ex.op("exp", ex.op("neg", magnitude, dtype=d), dtype=d),
+                        ex.op("i0" if order == 0 else "i1", magnitude, dtype=d), dtype=d)
+        inverse = ex.op("truediv", ex.constant(1.0, d), magnitude, dtype=d)
+        series, coefficient = ex.constant(1.0, d), 1.0
+        power = ex.constant(1.0, d)
+        for k in range(1, 10):
+            coefficient *= (4 * order * order - (2 * k - 1) ** 2) / (k * 8)
+            power = ex.op("mul", power, inverse, dtype=d)
+            series = ex.op("add", series, ex.op("mul", ex.constant((-1) ** k * coefficient, d), power, dtype=d),
+                           dtype=d)
+        scale = ex.op("rsqrt", ex.op("mul", ex.constant(2 * math.pi, d), magnitude, dtype=d), dtype=d)
+        asymptotic = ex.op("mul", scale, series, dtype=d)
+        small = ex.op("lt", magnitude, ex.constant(SCALED_BESSEL_LIMIT, d), dtype=torch.bool)
+        value = ex.op("where", small, product, asymptotic, dtype=d)
+        if order == 1:  # i1 is odd
+            value = ex.op("where", ex.op("lt", a, ex.constant(0.0, d), dtype=torch.bool),
+                          ex.op("neg", value, dtype=d), value, dtype=d)
+        return value
+    return lambda ctx, node, x: pointwise(node, [x], build, torch.float64)
+
+
+lowering(aten.special_i0e.default)(_scaled_bessel(0))
+lowering(aten.special_i1e.default)(_scaled_bessel(1))

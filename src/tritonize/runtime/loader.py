@@ -88,6 +88,9 @@ def interpreter_helpers():
 
             path = pathlib.Path(__file__).with_name("triton_helpers.py")
             module = _exec_module(path, "tritonize_interpreter_helpers", True)
+            from . import interpreter_libdevice
+
+            module.libdevice = interpreter_libdevice
             module.reduce_along = interpreter_tiles.reduce_along
             module.scan_along = interpreter_tiles.scan_along
             interpreter_tiles.register_numpy_reductions(module)

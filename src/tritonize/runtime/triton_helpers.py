@@ -3,13 +3,14 @@
 They give torch's semantics where Triton's operators differ: Python-style floor division and
 remainder (Triton's // and % truncate toward zero), max/min that propagate NaN like torch.maximum,
 fmax/fmin that ignore NaN, sign, shifts by any amount (Triton's are undefined past the bit
-width), integer pow and gcd, digamma; combine functions of reductions and scans (cumsum, cummax with
+width), integer pow and gcd, digamma, trigamma, Hurwitz zeta; combine functions of reductions and scans (cumsum, cummax with
 its index, logcumsumexp...); Philox random numbers; and the wait every kernel starts with when
 launched with programmatic dependent launch. The CPU path loads this same file a
 second time under Triton's interpreter (runtime/loader.py).
 """
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice  # CPU modules get runtime/interpreter_libdevice.py
 
 try:  # Hopper's grid dependency control (triton >= 3.4); see wait_for_previous_grid
     from triton.language.extra.cuda import gdc_wait
@@ -418,3 +419,101 @@ def digamma_positive(y):
     series = t * (1.0 / 12 - t * (1.0 / 120 - t * (1.0 / 252 - t * (1.0 / 240 - t * (
         1.0 / 132 - t * (691.0 / 32760 - t / 12.0))))))
     return tl.log(y) - 0.5 / y - series + shift
+
+
+@triton.jit
+def trigamma(x):
+    # torch's trigamma: reflected below 1/2 (-pi^2 / sin^2(pi x), x -> 1 - x), six steps of
+    # 1/x^2 up, then the asymptotic series
+    # pi in x's dtype (Triton makes a float literal float32)
+    pi = tl.full(x.shape, 3.141592653589793, x.dtype)
+    reflect = x < 0.5
+    sin_pi_x = tl.sin(pi * x)
+    result = tl.where(reflect, -(pi * pi) / (sin_pi_x * sin_pi_x), 0.0)
+    x = tl.where(reflect, 1.0 - x, x)
+    for _ in range(6):
+        result += 1.0 / (x * x)
+        x += 1.0
+    ixx = 1.0 / (x * x)
+    result += (1.0 + 1.0 / (2.0 * x) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / x
+    return tl.where(reflect, -result, result)
+
+
+@triton.jit
+def _count(mask):
+    # how many lanes of a tile of any rank are set (a scalar: the loop condition of the tile)
+    lanes = mask.to(tl.int32) + tl.full([1], 0, tl.int32)  # a scalar becomes one lane
+    return reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, _add)
+
+
+@triton.jit
+def _power(a, minus_x, x_is_odd):
+    # a ** minus_x; a < 0 only where x is an integer (zeta returned NaN otherwise)
+    magnitude = libdevice.pow(tl.abs(a), minus_x)
+    return tl.where((a < 0) & x_is_odd, -magnitude, magnitude)
+
+
+@triton.jit
+def _zeta_tail_step(s, a, b, k, x, w, coefficient, done):
+    # one term of the Euler-Maclaurin tail: coefficient is (2j)! / B_2j
+    a = a * (x + k)
+    b = b / w
+    t = a * b / coefficient
+    s = tl.where(done, s, s + t)
+    done = done | (tl.abs(t / s) < 1.11022302462515654042e-16)
+    k = k + 1.0
+    a = a * (x + k)
+    b = b / w
+    k = k + 1.0
+    return s, a, b, k, done
+
+
+@triton.jit
+def zeta(x, q):
+    # the Hurwitz zeta function sum_k (k + q)^-x, by torch's (Cephes') method: terms summed
+    # directly until q + i > 9 (and at least 9 of them), then the Euler-Maclaurin tail; each
+    # element stops where torch's loop returns (`done`)
+    machep = 1.11022302462515654042e-16
+    x = tl.where(q == q, x, x)  # both in the shape of the tile
+    q = tl.where(x == x, q, q)
+    x_is_odd = (x - 2.0 * tl.floor(x * 0.5)) == 1.0
+    s = _power(q, -x, x_is_odd)
+    a = q
+    b = q * 0.0
+    # torch's checks before the sums (applied at the end): x <= 1, and q <= 0 a pole or with x
+    # not an integer, return before the loop
+    nonpositive = q <= 0.0
+    special = (x <= 1.0) | (nonpositive & ((q == tl.floor(q)) | (x != tl.floor(x))))
+    returned = special  # where torch's loop returned early
+    pending = ~returned
+    i = 0
+    while _count(pending) > 0:
+        a = tl.where(pending, a + 1.0, a)
+        b = tl.where(pending, _power(a, -x, x_is_odd), b)
+        s = tl.where(pending, s + b, s)
+        returned = returned | (pending & (-machep * s < b) & (b < machep * s))
+        i += 1
+        pending = ~returned & ((a <= 9.0) | (i < 9))
+    w = a
+    s = tl.where(returned, s, s + b * w / (x - 1.0))
+    s = tl.where(returned, s, s - 0.5 * b)
+    a = x * 0.0 + 1.0
+    k = x * 0.0
+    done = returned
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 12.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -720.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 30240.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -1209600.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 47900160.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -1892437580.3183792, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 74724249600.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -2950130727918.164, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 116467828143500.67, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -4597978722407473.0, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, 1.8152105401943546e+17, done)
+    s, a, b, k, done = _zeta_tail_step(s, a, b, k, x, w, -7.166165256175667e+18, done)
+    # the first check that holds wins: x == 1, x < 1, q a pole, q <= 0 with x not an integer
+    s = tl.where(nonpositive & (x != tl.floor(x)), float("nan"), s)
+    s = tl.where(nonpositive & (q == tl.floor(q)), float("inf"), s)
+    s = tl.where(x < 1.0, float("nan"), s)
+    return tl.where(x == 1.0, float("inf"), s)

@@ -1,0 +1,270 @@
+"""Decompositions of our own, for ops torch has none for (or none that matches eager): adaptive
+pooling with uneven windows, 3-D max and average pooling, searchsorted, and torch's grid_sampler_2d
+with eager's answer at NaN coordinates. They are written with gathers and elementwise ops,
+which lower to pointwise kernels (a gather is an indirect load), so the whole op fuses.
+
+* adaptive pooling: output o of an axis of `size` inputs and `out` outputs pools the inputs
+  [floor(o * size / out), ceil((o + 1) * size / out)), eager's window. The largest window has
+  `kernel` taps (a static number); tap i of a shorter window is clamped to its last input and, for
+  the average, masked out. Max pooling keeps eager's rule (a tap wins when larger than the best so
+  far or NaN; the index is h * W + w), which a clamped tap never changes: it repeats a tap just
+  taken. 3-D max pooling uses the same taps (o * stride - padding + i * dilation); a tap outside
+  the input never wins, and the index starts at the window's first tap inside it, like eager's;
+  3-D average pooling sums the taps inside the input and divides by eager's divisor.
+  (torch's decompositions of both take an argmax, which picks the first NaN where eager picks the
+  last.) Windows of more than MAX_TAPS taps are left to aten.
+* searchsorted: the binary search of eager's kernel, unrolled (bit_length(M) steps for M
+  boundaries), one gather per step. It keeps eager's comparisons: the left side moves past a
+  boundary unless boundary >= value, the right side unless boundary > value, so NaN sorts last.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch._decomp import decomposition_table as torch_decompositions
+from torch._meta_registrations import pooling_output_shape
+
+from .pooling import MAX_TAPS
+
+aten = torch.ops.aten
+
+
+# --- adaptive pooling ---------------------------------------------------------------------------
+
+def _static(sizes) -> list[int] | None:
+    """The sizes as ints, or None when one is symbolic (then aten runs the op)."""
+    try:
+        return [int(s) for s in sizes]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _adaptive_axis(size: int, out: int, device) -> tuple[list, list]:
+    """Per tap i, the input index of tap i of every output window (clamped into the window) and
+    whether the tap lies inside its window."""
+    o = torch.arange(out, device=device)
+    start = (o * size) // out
+    end = ((o + 1) * size + out - 1) // out
+    kernel = max(-(-((k + 1) * size) // out) - (k * size) // out for k in range(out))
+    taps = [start + i for i in range(kernel)]
+    return [torch.minimum(t, end - 1) for t in taps], [t < end for t in taps]
+
+
+def _strided_axis(size: int, out: int, kernel: int, stride: int, padding: int, dilation: int,
+                  device) -> tuple[list, list]:
+    """The same for a pooling window: tap i of output o is o * stride - padding + i * dilation,
+    inside when in [0, size); outside taps are clamped into the input (and never win)."""
+    o = torch.arange(out, device=device)
+    taps = [o * stride - padding + i * dilation for i in range(kernel)]
+    return [torch.clamp(t, 0, size - 1) for t in taps], [(t >= 0) & (t < size) for t in taps]
+
+
+def _axis_view(t: torch.Tensor, axis: int, rank: int) -> torch.Tensor:
+    """t (1-D) shaped to broadcast along spatial axis `axis` of `rank` spatial dims."""
+    shape = [1] * rank
+    shape[axis] = t.shape[0]
+    return t.reshape(shape)
+
+
+def _taps(x: torch.Tensor, sizes: list, axes: list):
+    """Yields (values, flat input position, inside window) for every tap of the windows,
+    row-major; None when the window is too large."""
+    rank = len(axes)
+    if math.prod(len(taps) for taps, _ in axes) > MAX_TAPS:
+        return None
+
+    def taps(k: int, chosen: list):
+        if k == rank:
+            index = [_axis_view(t, a, rank) for a, (t, _) in enumerate(chosen)]
+            position, inside = 0, True
+            for a, (t, valid) in enumerate(chosen):
+                position = position * sizes[a] + _axis_view(t, a, rank)
+                inside = inside & _axis_view(valid, a, rank)
+            yield x[(Ellipsis, *index)], position, inside
+            return
+        for tap in zip(*axes[k]):
+            yield from taps(k + 1, chosen + [tap])
+
+    return taps(0, [])
+
+
+def _adaptive_taps(x: torch.Tensor, output_size):
+    rank = len(output_size)
+    sizes = _static(list(x.shape[-rank:]) + list(output_size))
+    if sizes is None or 0 in sizes:
+        return None
+    return _taps(x, sizes, [_adaptive_axis(sizes[k], sizes[rank + k], x.device) for k in range(rank)])
+
+
+def _max_of_taps(x: torch.Tensor, taps):
+    """Eager's max pooling over the taps: a tap inside its window wins when larger than the best
+    so far or NaN; the index starts at the window's first tap inside the input."""
+    if taps is None:
+        return NotImplemented
+    lowest = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
+    best = index = None
+    for value, position, inside in taps:
+        inside = torch.as_tensor(inside, device=x.device).expand(value.shape)
+        position = position.expand(value.shape)
+        if best is None:
+            best = torch.full_like(value, lowest)
+            index = position
+            found = inside
+        else:
+            index = torch.where(found, index, position)
+            found = found | inside
+        take = inside & ((value > best) | torch.isnan(value))
+        best, index = torch.where(take, value, best), torch.where(take, position, index)
+    return best, index
+
+
+def _adaptive_max(x: torch.Tensor, output_size):
+    return _max_of_taps(x, _adaptive_taps(x, output_size))
+
+
+def _triple(value) -> list[int]:
+    value = [value] if isinstance(value, int) else list(value)
+    return value * 3 if len(value) == 1 else value
+
+
+def _pool3d_axes(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """(sizes: input and output sizes, the _strided_axis of each dim, kernel, stride, padding), or
+    None when the sizes are symbolic or empty."""
+    kernel = _triple(kernel_size)
+    stride = _triple(stride) if stride not in ([], (), None) else kernel
+    padding, dilation = _triple(padding), _triple(dilation)
+    sizes = _static(x.shape[-3:])
+    if sizes is None or 0 in sizes:
+        return None
+    sizes += [pooling_output_shape(sizes[k], kernel[k], padding[k], stride[k], dilation[k], ceil_mode)
+              for k in range(3)]
+    axes = [_strided_axis(sizes[k], sizes[3 + k], kernel[k], stride[k], padding[k], dilation[k], x.device)
+            for k in range(3)]
+    return sizes, axes, kernel, stride, padding
+
+
+def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    plan = _pool3d_axes(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if plan is None:
+        return NotImplemented
+    sizes, axes = plan[:2]
+    return _max_of_taps(x, _taps(x, sizes, axes))
+
+
+def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Eager's average: the sum of the taps inside the input over divisor_override, or over the
+    taps inside the padded input (count_include_pad) or inside the input."""
+    plan = _pool3d_axes(x, kernel_size, stride, padding, 1, ceil_mode)
+    if plan is None or not x.dtype.is_floating_point:
+        return NotImplemented
+    sizes, axes, kernel, stride, padding = plan
+    taps = _taps(x, sizes, axes)
+    if taps is None:
+        return NotImplemented
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    total = sum(torch.where(inside, value.to(compute), 0) for value, _, inside in taps)
+    if divisor_override:
+        return (total / divisor_override).to(x.dtype)
+    count = 1
+    for k in range(3):
+        o = torch.arange(sizes[3 + k], device=x.device)
+        start = o * stride[k] - padding[k]
+        end = torch.clamp(start + kernel[k], max=sizes[k] + padding[k])
+        if not count_include_pad:
+            start, end = torch.clamp(start, min=0), torch.clamp(end, max=sizes[k])
+        count = count * _axis_view(end - start, k, 3)
+    return (total / count).to(x.dtype)
+
+
+def _adaptive_avg(x: torch.Tensor, output_size):
+    taps = _adaptive_taps(x, output_size)
+    if taps is None:
+        return NotImplemented
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    total = count = None
+    for value, _, inside in taps:
+        term = torch.where(inside, value.to(compute), 0)
+        total = term if total is None else total + term
+        count = inside.to(compute) if count is None else count + inside.to(compute)
+    return (total / count).to(x.dtype)
+
+
+def adaptive_max_pool(x, output_size):
+    # (torch's adaptive_max_pool2d decomposition pools a 1x1 output with argmax, which takes the
+    # first NaN of the plane where eager takes the last)
+    return _adaptive_max(x, output_size)
+
+
+def adaptive_avg_pool3d(x, output_size):
+    return _adaptive_avg(x, output_size)
+
+
+# --- grid sampling ------------------------------------------------------------------------------
+
+def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    """torch's decomposition, with eager's answer at NaN grid coordinates: the border and reflection
+    modes clip a NaN coordinate to 0 (fmin/fmax), and bilinear sampling with zero padding gives
+    NaN; the decomposition drops such a point as out of bounds (0)."""
+    nan = torch.isnan(grid)
+    if padding_mode in (1, 2) and interpolation_mode in (0, 1):
+        # the grid value that unnormalizes to 0, along x (width) and y (height)
+        at_x, at_y = (-1.0, -1.0) if align_corners else (1 / x.shape[-1] - 1, 1 / x.shape[-2] - 1)
+        is_x = torch.arange(2, device=grid.device) == 0
+        grid = torch.where(nan, torch.where(is_x, at_x, at_y).to(grid.dtype), grid)
+    out = torch_decompositions[aten.grid_sampler_2d.default](x, grid, interpolation_mode, padding_mode,
+                                                            align_corners)
+    if padding_mode == 0 and interpolation_mode == 0:
+        out = torch.where(nan.any(-1).unsqueeze(1), float("nan"), out)
+    return out
+
+
+# --- searchsorted -------------------------------------------------------------------------------
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    if not isinstance(values, torch.Tensor):
+        values = torch.full((), values, device=sorted_sequence.device)
+    right = right or side == "right"
+    dtype = torch.int32 if out_int32 else torch.int64
+    boundaries = _static([sorted_sequence.shape[-1]])
+    if boundaries is None:
+        return NotImplemented
+    count = boundaries[0]
+    low = torch.zeros(values.shape, dtype=torch.int64, device=values.device)
+    if count == 0:
+        return low.to(dtype)
+    high = low + count
+    for _ in range(count.bit_length()):
+        middle = (low + high) // 2
+        boundary = _boundary_at(sorted_sequence, sorter, torch.clamp(middle, max=count - 1))
+        past = ~(boundary > values) if right else ~(boundary >= values)
+        active = low < high
+        low = torch.where(active & past, middle + 1, low)
+        high = torch.where(active & ~past, middle, high)
+    return low.to(dtype)
+
+
+def _boundary_at(sequence, sorter, position):
+    """sequence (through sorter, when given) at `position` of each value's row."""
+    if sorter is not None:
+        position = _take(sorter, position)
+    return _take(sequence, position)
+
+
+def _take(sequence, position):
+    if sequence.dim() == 1:
+        return sequence[position]
+    return torch.gather(sequence, -1, position)
+
+
+TABLE = {
+    aten.adaptive_max_pool2d.default: adaptive_max_pool,
+    aten.adaptive_max_pool3d.default: adaptive_max_pool,
+    aten._adaptive_avg_pool3d.default: adaptive_avg_pool3d,
+    aten.max_pool3d_with_indices.default: max_pool3d_with_indices,
+    aten.avg_pool3d.default: avg_pool3d,
+    aten.grid_sampler_2d.default: grid_sampler_2d,
+    aten.searchsorted.Tensor: searchsorted,
+    aten.searchsorted.Scalar: searchsorted,
+}

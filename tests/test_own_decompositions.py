@@ -1,0 +1,100 @@
+"""Ops lowered through decompositions (lower/own_decompositions.py and torch's, added to our
+table): adaptive pooling with uneven windows, 3-D max pooling, searchsorted and bucketize, against
+eager (values, indices, dtypes, strides), with no fallbacks."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tritonize
+from conftest import DEVICE
+from helpers import assert_same
+
+NAN = float("nan")
+
+
+def _check(fn, *args, **tol):
+    expected = fn(*args)
+    actual, report = tritonize.run_and_explain(fn, *args)
+    assert not report.fallbacks, report.fallback_reasons
+    assert_same(actual, expected, **tol)
+    for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+        assert a.dtype == e.dtype and a.stride() == e.stride()
+
+
+def _with_nans_and_ties(shape, dtype=torch.float32):
+    x = torch.randint(-2, 3, shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    if dtype.is_floating_point:
+        x.view(-1)[::7] = NAN
+    return x.to(DEVICE)
+
+
+@pytest.mark.parametrize("out", [(3, 2), (4, 5), (1, 1), (7, 6)])
+def test_adaptive_max_pool2d_uneven_windows(out):
+    x = _with_nans_and_ties((2, 3, 7, 6))
+    _check(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_adaptive_max_pool_dtypes_1d_3d(dtype):
+    _check(lambda t: F.adaptive_max_pool1d(t, 3, return_indices=True), _with_nans_and_ties((2, 5, 8), dtype))
+    _check(lambda t: F.adaptive_max_pool3d(t, (2, 3, 2), return_indices=True),
+           _with_nans_and_ties((1, 2, 5, 4, 3), dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_adaptive_avg_pool3d_uneven_windows(dtype):
+    x = torch.randn(2, 3, 5, 4, 7).to(dtype).to(DEVICE)
+    _check(lambda t: F.adaptive_avg_pool3d(t, (3, 3, 2)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_max_pool3d_with_indices(dtype):
+    x = _with_nans_and_ties((1, 2, 5, 6, 4), dtype)
+    x[..., :2, :2, :2] = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    _check(lambda t: F.max_pool3d(t, 2, stride=(2, 1, 2), padding=1, return_indices=True), x)
+    _check(lambda t: F.max_pool3d(t, 3, dilation=2, ceil_mode=True, return_indices=True), x)
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_1d_and_rows(right):
+    boundaries = torch.tensor([-1.0, 0.0, 0.0, 2.5, NAN], device=DEVICE)
+    values = torch.tensor([[-2.0, 0.0, 1.0, 2.5, 3.0, NAN]], device=DEVICE).expand(3, 6)
+    _check(lambda b, v: torch.searchsorted(b, v, right=right), boundaries, values)
+    rows = torch.sort(torch.randn(3, 4), dim=-1).values.to(DEVICE)
+    _check(lambda b, v: torch.searchsorted(b, v, side="right" if right else "left", out_int32=True),
+           rows, values)
+
+
+def test_searchsorted_sorter_scalar_empty_and_ints():
+    boundaries = torch.tensor([5, 1, 3, 3, 9], device=DEVICE)
+    sorter = torch.argsort(boundaries.cpu(), stable=True).to(DEVICE)
+    values = torch.arange(-1, 11, device=DEVICE).reshape(3, 4)
+    _check(lambda b, v, s: torch.searchsorted(b, v, sorter=s), boundaries, values, sorter)
+    _check(lambda b: torch.searchsorted(b, 3, right=True), boundaries.sort().values)
+    _check(lambda b, v: torch.searchsorted(b, v), boundaries[:0], values)
+
+
+def test_bucketize():
+    boundaries = torch.tensor([-1.0, 0.0, 0.0, 2.5], device=DEVICE)
+    values = torch.tensor([[-2.0, 0.0, 1.0], [2.5, 3.0, NAN]], device=DEVICE)
+    _check(lambda v, b: torch.bucketize(v, b, right=True), values, boundaries)
+    _check(lambda v, b: torch.bucketize(v, b, out_int32=True), values, boundaries)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                    dict(kernel_size=(3, 2, 2), padding=1, count_include_pad=False),
+                                    dict(kernel_size=2, padding=1, divisor_override=3)])
+def test_avg_pool3d(kwargs):
+    x = torch.randn(1, 2, 5, 6, 4).to(DEVICE)
+    _check(lambda t: F.avg_pool3d(t, **kwargs), x)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample(mode, padding_mode):
+    x = torch.randn(1, 2, 4, 5).to(DEVICE)
+    grid = (torch.rand(1, 3, 6, 2) * 2.4 - 1.2).to(DEVICE)
+    grid[0, 0, 0] = NAN
+    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=False),
+           x, grid)
+    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=True), x, grid)
