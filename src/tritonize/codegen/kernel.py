@@ -195,6 +195,10 @@ class _BodyWriter:
     def _render(self, e: ex.Expr, mask) -> str:
         if e.op == "constant":
             return render_constant(e.args[0], e.dtype)
+        if e.op == "neg" and e.args[0].op == "constant" and e.dtype.is_floating_point:
+            # -(0.0) as source text would be Triton's constant -0.0, which it compiles to +0.0 on
+            # the GPU: the negated constant is rendered instead (ops_table.NEGATIVE_ZERO_*)
+            return render_constant(-float(e.args[0].args[0]), e.dtype)
         if e.op == "load":
             return self._load(e, mask)
         if e.op == "indirect":
