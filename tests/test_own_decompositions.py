@@ -12,10 +12,10 @@ from helpers import assert_same
 NAN = float("nan")
 
 
-def _check(fn, *args, **tol):
+def _check(fn, *args, allowed_fallbacks=(), **tol):
     expected = fn(*args)
     actual, report = tritonize.run_and_explain(fn, *args)
-    assert not report.fallbacks, report.fallback_reasons
+    assert set(report.fallbacks) <= set(allowed_fallbacks), report.fallback_reasons
     assert_same(actual, expected, **tol)
     for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
         assert a.dtype == e.dtype and a.stride() == e.stride()
@@ -96,6 +96,9 @@ def test_grid_sample(mode, padding_mode):
     x = torch.randn(1, 2, 4, 5).to(DEVICE)
     grid = (torch.rand(1, 3, 6, 2) * 2.4 - 1.2).to(DEVICE)
     grid[0, 0, 0] = NAN
-    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=False),
-           x, grid)
-    _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=True), x, grid)
+    # on CUDA, bilinear with zero padding runs through aten (own_decompositions.grid_sampler_2d)
+    aten_on_cuda = ("aten.grid_sampler_2d.default",) if DEVICE == "cuda" and (mode, padding_mode) == (
+        "bilinear", "zeros") else ()
+    for align_corners in (False, True):
+        _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
+               x, grid, allowed_fallbacks=aten_on_cuda)

@@ -206,8 +206,11 @@ def adaptive_avg_pool3d(x, output_size):
 def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
     """torch's decomposition, with eager's answer at NaN grid coordinates: the border and reflection
     modes clip a NaN coordinate to 0 (fmin/fmax), and bilinear sampling with zero padding gives
-    NaN on the CPU; the decomposition drops such a point as out of bounds (0), as eager's CUDA
-    kernel does (H200, 2026-11-25)."""
+    NaN on the CPU; the decomposition drops such a point as out of bounds (0)."""
+    if padding_mode == 0 and interpolation_mode == 0 and x.device.type != "cpu":
+        # eager's CUDA kernel answers neither NaN (the CPU's) nor 0 (the decomposition's) at a NaN
+        # coordinate (H100, 2026-11-25): the op stays and runs through aten, where it is right
+        return NotImplemented
     nan = torch.isnan(grid)
     if padding_mode in (1, 2) and interpolation_mode in (0, 1):
         # the grid value that unnormalizes to 0, along x (width) and y (height)
@@ -216,8 +219,8 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
         grid = torch.where(nan, torch.where(is_x, at_x, at_y).to(grid.dtype), grid)
     out = torch_decompositions[aten.grid_sampler_2d.default](x, grid, interpolation_mode, padding_mode,
                                                             align_corners)
-    if padding_mode == 0 and interpolation_mode == 0 and x.device.type == "cpu":  # eager's CUDA kernel:
-        out = torch.where(nan.any(-1).unsqueeze(1), float("nan"), out)          # the decomposition's 0
+    if padding_mode == 0 and interpolation_mode == 0:
+        out = torch.where(nan.any(-1).unsqueeze(1), float("nan"), out)
     return out
 
 
