@@ -71,21 +71,12 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
     expressions = _index_expressions(group, stores)
     indirect_sizes = kernel_size_expressions(b.body for b in group.buffers)
     symbolic = is_symbolic_kernel([*group.size, *expressions, *indirect_sizes], sizes)
-    hint = sizes.hint if symbolic else int
-    space = plan_iteration(group.size, dims, first.layout.stride, expressions, hint)
+    space = plan_iteration(group.size, dims, first.layout.stride, expressions, sizes.hint if symbolic else int)
     size_params = None
     if symbolic:
-        use_int64 = symbolic_needs_int64(space.xnumel * space.ynumel, buffers, [b.body for b in group.buffers],
-                                         [b.name for b in group.stored], sizes)
-        hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
-        size_params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values(), *indirect_sizes],
-                                        [s for s, _ in space.x_dims + space.y_dims])
-        # from here on, sizes are the kernel's parameters
-        space = IterationSpace(size_params.rename_dims(space.x_dims), size_params.rename_dims(space.y_dims),
-                               {e: size_params.rename(v) for e, v in space.rewrite.items()})
+        use_int64, hints, size_params, space = _symbolic_sizes(space, group, buffers, indirect_sizes, sizes)
     else:
-        use_int64 = _needs_int64(space, buffers, group)
-        hints = (space.xnumel, space.ynumel)
+        use_int64, hints = _needs_int64(space, buffers, group), (space.xnumel, space.ynumel)
     writer = _BodyWriter(space, buffers, use_int64, sizes if symbolic else None)
     if size_params is not None:
         writer.size_renames = size_params.renames
@@ -105,6 +96,19 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
     source = _assemble(name, params, space, writer, group)
     return RenderedKernel(name, source, "pointwise", arg_names, *hints, group.origins(),
                           checks=writer.has_checks, numel_exprs=numel_exprs)
+
+
+def _symbolic_sizes(space: IterationSpace, group: KernelGroup, buffers: dict, indirect_sizes, sizes: SizeOracle):
+    """For a kernel over symbolic sizes: (int64 indexing, the example's numels, its size
+    parameters, the iteration space over those parameters instead of the ShapeEnv's symbols)."""
+    use_int64 = symbolic_needs_int64(space.xnumel * space.ynumel, buffers, [b.body for b in group.buffers],
+                                     [b.name for b in group.stored], sizes)
+    hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
+    params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values(), *indirect_sizes],
+                               [s for s, _ in space.x_dims + space.y_dims])
+    renamed = IterationSpace(params.rename_dims(space.x_dims), params.rename_dims(space.y_dims),
+                             {e: params.rename(v) for e, v in space.rewrite.items()})
+    return use_int64, hints, params, renamed
 
 
 def _index_expressions(group: KernelGroup, stores) -> list:
