@@ -75,7 +75,7 @@ TARGET_PROGRAMS = 1024
 # Outer splits aim at twice as many programs of 64 columns: on the H100, x.sum(0) of a bf16
 # 16384x4096 took 55.2 us in 32 splits (2048 programs, ~7.8 waves at 2 programs an SM) against
 # 55.8-56.4 us in 16 (the last of ~3.9 waves ran part-empty) and 59.6 us in 64
-# (bench/sum_first_variants.py, 2026-11-24; kernel 2 under programmatic dependent launch).
+# (the sum_first experiment, docs/benchmarks.md, 2026-11-24; kernel 2 under programmatic dependent launch).
 TARGET_PROGRAMS_OUTER = 2048
 MIN_SPLIT_CHUNK = 1024
 MIN_SPLIT_CHUNK_OUTER = 512  # rows; an outer program still reads 64 columns of each, 32K elements
