@@ -164,17 +164,10 @@ def clamp(shape: KernelShape, blocks: dict) -> dict:
 # candidate of every list. Changing one of them needs a new measurement (tests/test_heuristics.py).
 
 
-def dynamic_grid(config: LaunchConfig, xnumel: int, ynumel: int = 1) -> tuple:
-    """The grid of a pointwise config for sizes known only at launch (symbolic sizes)."""
-    blocks = config.blocks
-    programs = triton.cdiv(xnumel, blocks["XBLOCK"])
-    if "YBLOCK" in blocks:
-        programs *= triton.cdiv(ynumel, blocks["YBLOCK"])
-    return (programs,)
-
-
 def grid_source(config: LaunchConfig, numel_exprs: dict) -> tuple:
-    """dynamic_grid as source over a kernel's parameters, for a generated launcher."""
+    """The grid of a pointwise or reduction config for sizes known only at launch (symbolic
+    sizes), as source over a kernel's parameters: the generated launchers (GPU) and
+    GeneratedKernel.grid_for (the interpreter, Triton's own launch path) both compute it."""
     blocks = config.blocks
     x_block = blocks["XBLOCK"]
     programs = f"(({numel_exprs['xnumel']}) + {x_block - 1}) // {x_block}"

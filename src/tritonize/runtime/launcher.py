@@ -28,7 +28,7 @@ from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
-from .heuristics import DeviceInfo, KernelShape, candidates, dynamic_grid, grid_source, uses_heavy_math
+from .heuristics import DeviceInfo, KernelShape, candidates, grid_source, uses_heavy_math
 from .interpreter_checks import IndexOutOfBoundsError, IntegerDivisionByZeroError
 from .loader import load_source_module
 from .progress import wait_all
@@ -45,17 +45,22 @@ class GeneratedKernel:
         self.fn, self.name, self.shape, self.config = fn, name, shape, config
         # symbolic sizes: the numels' source over the kernel's parameters; None if static
         self.numel_exprs = numel_exprs
-        self.numels_of = _numels_function(fn, numel_exprs) if numel_exprs else None  # args -> (x, y)
+        self._grid_functions: dict = {}  # config's blocks -> args -> grid (symbolic sizes)
 
     @property
     def kind(self) -> str:
         return self.shape.kind
 
     def grid_for(self, config, args) -> tuple:
-        """The launch grid: the config's own for static sizes, else from the size arguments."""
-        if self.numels_of is None:
+        """The launch grid: the config's own for static sizes, else from the size arguments, by
+        the same source (heuristics.grid_source) the GPU's generated launchers compute it with."""
+        if self.numel_exprs is None:
             return config.grid
-        return dynamic_grid(config, *self.numels_of(*args))
+        key = tuple(sorted(config.blocks.items()))
+        grid = self._grid_functions.get(key)
+        if grid is None:
+            grid = self._grid_functions[key] = _grid_function(self.fn, config, self.numel_exprs)
+        return grid(*args)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name}, {self.kind}, grid={self.config.grid}, {self.config})"
@@ -70,7 +75,7 @@ class InterpretedKernel(GeneratedKernel):
         self.launch_kwargs = dict(self.config.blocks, **launch_constants(fn, pdl=False))
 
     def __call__(self, *args):
-        runner = self.runner if self.numels_of is None else self.fn[self.grid_for(self.config, args)]
+        runner = self.runner if self.numel_exprs is None else self.fn[self.grid_for(self.config, args)]
         try:
             runner(*args, **self.launch_kwargs)
         except InterpreterError as err:  # a bad index or divisor is the user's error: say it plainly
@@ -408,8 +413,8 @@ def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int,
                      numel_exprs=numel_exprs)
 
 
-def _numels_function(fn, numel_exprs: dict):
-    """args -> (xnumel, ynumel), from the numels' source over the kernel's parameters."""
+def _grid_function(fn, config, numel_exprs: dict):
+    """args -> the launch grid of `config`, from the numels' source over the kernel's parameters."""
     params = ", ".join(f"{name}=None" for name in fn.arg_names)  # launches pass the leading ones
-    text = f"lambda {params}: ({numel_exprs['xnumel']}, {numel_exprs.get('ynumel', '1')})"
+    text = f"lambda {params}: ({', '.join(grid_source(config, numel_exprs))},)"
     return eval(text, {})  # noqa: S307  (our own generated arithmetic over the kernel's parameters)
