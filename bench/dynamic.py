@@ -12,6 +12,10 @@
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
     cache, tokens per second per back end.
+--profile N: tritonize static and dynamic at length N (the dynamic compile first called at the
+    first --lengths entry, as in (a)): wall ms per step against the GPU's kernel time per step
+    (torch.profiler), and the kernels that take longest, to tell a host-bound step from slow
+    kernels.
 
 --small builds tiny models for a CPU smoke run (tests/test_bench_smoke.py-style); the figures
 that count come from the GPU.
@@ -81,6 +85,8 @@ def sequence_lengths(name, args):
                     fn = compiled(model, backend, False)
                 times[(column, n)] = time_step(fn, x, args.device) * 1e3
         fallbacks[column] = len(found)
+        for reason in sorted(set(found)):
+            print(f"{name} {column}: {reason[:400]}")
         compiles[column] = dynamo_graph_count() - start_graphs
     rows = []
     for n in args.lengths:
@@ -129,6 +135,67 @@ def generate_rate(name, args):
     return row
 
 
+def kernel_times(fn, x, device, steps=5):
+    """{kernel name: microseconds per step} over `steps` calls, through torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if device != "cuda":
+        return {}
+    with torch.no_grad():
+        fn(x)
+        synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                fn(x)
+            synchronize(device)
+    totals: dict = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            totals[event.name] = totals.get(event.name, 0.0) + event.device_time / steps
+    return totals
+
+
+def profile_length(name, args):
+    """--profile: wall time against kernel time, static and dynamic, at one length."""
+    model = build_model(name, args)
+    n = args.profile
+    x = tokens(model, args.batch, n, args.device)
+    lines = []
+    for column, dynamic in (("static", False), ("dynamic", True)):
+        fn = compiled(model, "tritonize", dynamic)
+        with torch.no_grad():
+            if dynamic and args.lengths and args.lengths[0] != n:
+                fn(tokens(model, args.batch, args.lengths[0], args.device))  # configs chosen there, as in (a)
+        wall = time_step(fn, x, args.device) * 1e3
+        kernels = kernel_times(fn, x, args.device)
+        gpu = sum(kernels.values()) / 1e3
+        lines.append(f"{name} seq {n} {column}: wall {wall:.3f} ms, kernels {gpu:.3f} ms, "
+                     f"{len(kernels)} distinct kernels")
+        for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:args.profile_top]:
+            lines.append(f"    {us:9.1f} us  {kernel[:110]}")
+        if args.host_profile:
+            lines += host_profile(fn, x, args)
+    return lines
+
+
+def host_profile(fn, x, args, steps=20):
+    """--host-profile: where the host's time goes over `steps` calls (cProfile, by own time)."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    with torch.no_grad():
+        profiler.enable()
+        for _ in range(steps):
+            fn(x)
+        synchronize(args.device)
+        profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.host_profile)
+    return ["    " + line for line in text.getvalue().splitlines() if line.strip()][-args.host_profile - 2:]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gpt2,bert,llama")
@@ -139,6 +206,9 @@ def parse_args(argv=None):
     parser.add_argument("--small", action="store_true", help="tiny models (CPU smoke run)")
     parser.add_argument("--auto-batches", default="2,4,6,8,12")
     parser.add_argument("--generate", type=int, default=0, help="new tokens for (c); 0 skips it")
+    parser.add_argument("--profile", type=int, default=0, help="length to profile; 0 skips it")
+    parser.add_argument("--profile-top", type=int, default=25)
+    parser.add_argument("--host-profile", type=int, default=0, help="with --profile: cProfile's top N")
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
@@ -166,6 +236,9 @@ def main(argv=None):
         auto = [automatic_dynamic(name, args) for name in args.models]
         auto_header = ["model", "batches", "compiles", "graphs through aten", "first reason"]
         text += ["", format_markdown(auto_header, auto)]
+    if args.profile:
+        for name in args.models:
+            text += ["", *profile_length(name, args)]
     if args.generate:
         text += ["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
                                     [generate_rate(name, args) for name in args.models if name != "bert"])]

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import tritonize
+from tritonize.backend import make_backend
 from tritonize.runtime import disk_cache, triton_compile
 from tritonize.runtime.fast_launch import LoadedKernel, build_host_launcher, generate_launcher, hook_installed, launch_hooks_active
 from tritonize.runtime.heuristics import DeviceInfo, KernelShape
@@ -326,6 +327,8 @@ class RecordingEnv(FakeEnv):
 
 LOAD_KERNEL = re.compile(r"= load_kernel\('''\n(.*?)\n''', '(\w+)', (kind=.*?\n\s+arg_dtypes=.*?)\)$", re.S | re.M)
 
+LOAD_SYMBOLIC_KERNEL = re.compile(r"= load_kernel\('''\n(.*?)\n''', '(\w+)', (kind=.*?numel_exprs=\{.*?\}),", re.S | re.M)
+
 GENERATED = {  # each compiles to at least one kernel of the kind named
     "pointwise": (lambda x: x * 2 + 1, lambda: [torch.randn(64, 64)]),
     "pointwise_2d": (lambda x: x.t() + x, lambda: [torch.randn(64, 64)]),
@@ -380,11 +383,40 @@ def test_generated_kernels_of_every_kind_launch_through_the_fast_path(case):
     assert case.startswith(tuple(kinds)) or case in ("random_seed_tensor", "index_checks"), kinds
 
 
+def test_a_new_size_class_becomes_the_hot_launcher():
+    """Symbolic sizes: a size no longer divisible by 16 is another specialization; once built,
+    calls at that size go straight to its launcher, not through the fallback at every launch."""
+    recorder = []
+    compiled = torch.compile(lambda x: x * 2 + 1, backend=make_backend(recorder=recorder), dynamic=True)
+    compiled(torch.randn(5, 3))
+    wrapper = next(r for r in recorder if r != "graph").wrapper
+    (source, name, kwargs), = LOAD_SYMBOLIC_KERNEL.findall(wrapper)
+    kw = eval(f"dict({kwargs})", {"torch": torch})
+    module = load_source_module(source, "kernel", interpret=False)
+    shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
+    env = RecordingEnv()
+    kernel = GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__, None, env=env,
+                       numel_exprs=kw["numel_exprs"])
+    fallbacks = []
+    original = kernel._fallback
+    kernel._fallback = kernel.launch = lambda *args: fallbacks.append(args) or original(*args)
+    pointers = [torch.zeros(1 << 16), torch.zeros(1 << 16)]
+    for rows in (16, 131, 131, 131, 16, 16, 2048, 2048, 2001):
+        kernel.launch(*pointers, rows, 16)
+        assert env.launches[-1]["grid"][0] == -(-rows * 16 // kernel.config.blocks["XBLOCK"])
+    # each change of divisibility or of size bucket (numel 256, 4096, 32768) goes through the
+    # fallback once; 2001 rows are in 2048's bucket, and no longer divisible by 16
+    assert len(fallbacks) == 5 and sorted(bucket for _, bucket in kernel.variants) == [
+        (256, 1, 1), (4096, 1, 1), (32768, 1, 1), (32768, 1, 1)]
+    configs = {str(job.blocks) for job in env.submitted}
+    assert len(env.submitted) == len(configs) * len({job.spec for job in env.submitted})  # shared binaries
+
+
 def test_arguments_the_fast_path_cannot_take_use_tritons_path():
     env = FakeEnv()
     kernel = make_kernel(env)
     inout = torch.zeros(4)
-    kernel(inout, 1.0)  # a Python float where a pointer is expected: no specialization
+    kernel(inout, True)  # a bool where a pointer is expected: no specialization
     assert len(kernel.fn.generic_calls) == 1 and kernel.launch == kernel._fallback and not kernel.variants
 
 

@@ -98,7 +98,9 @@ def test_pointer_types():
     assert pointer_type(torch.complex64) is None
     x = torch.zeros(10)
     assert ArgSpec.of([x, x[1:]], 0).args == (("fp32", True), ("fp32", False))
-    assert ArgSpec.of([x, 3.0], 0) is None  # a float: no specialization (ints are sizes: see test_gpu_launch_logic)
+    assert ArgSpec.of([x, 3.0], 0).args == (("fp32", True), ("#fp64", False))  # a host scalar's value
+    assert ArgSpec.of([x, True], 0) is None  # neither a tensor nor a number the kernels take
+    assert ArgSpec.of([x, 3 + 1j], 0) is None
 
 
 MIXED = """

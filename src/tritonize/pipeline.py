@@ -103,6 +103,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
 
 def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if len(devices) > 1:  # 0-d CPU tensors mix with any device, as in eager (host scalars)
+        devices = {t.device.type for t in example_inputs
+                   if isinstance(t, torch.Tensor) and not (t.dim() == 0 and t.device.type == "cpu")}
     if not devices and gm is not None:  # no tensor inputs (torch.rand(...) alone): ask the nodes
         values = [node.meta.get("val") for node in gm.graph.nodes]
         devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
@@ -118,6 +121,8 @@ def check_kernel_devices(calls, buffers: dict, device: str) -> None:
     for kernel, arg_names in calls:
         for name in arg_names:
             buffer = buffers.get(name)
+            if getattr(buffer, "host_scalar", False):
+                continue  # passed as a number
             where = torch.device(buffer.layout.device).type if buffer is not None else device
             if where != device:
                 raise Unsupported(f"kernel {kernel} would be launched on {name}, a {where} tensor, "

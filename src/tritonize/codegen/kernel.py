@@ -87,7 +87,7 @@ def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracl
             writer.store(buffer, space.rewrite[buffer.layout.index(dims)], value)
     stored = [b.name for b, _ in stores]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n) for n in stored]
-    arg_names = writer.loaded + stored
+    arg_names = writer.loaded_arguments() + stored
     numel_exprs = {}
     if size_params is not None:
         params += size_params.names
@@ -171,13 +171,22 @@ class _BodyWriter:
         return print_index(numel) if self.sizes is not None else str(numel)
 
     def pointer(self, buffer_name: str, stored: bool = False) -> str:
-        """Kernel parameters are named by role (in_ptr0, out_ptr0), so identical kernels over
-        different buffers have identical source and compile once."""
+        """Kernel parameters are named by role (in_ptr0, out_ptr0, in_scalar0 for a host
+        scalar), so identical kernels over different buffers have identical source and compile
+        once."""
         if buffer_name not in self.pointers:
-            prefix = "out_ptr" if stored else "in_ptr"
+            prefix = "out_ptr" if stored else "in_scalar" if self.is_host_scalar(buffer_name) else "in_ptr"
             count = sum(1 for p in self.pointers.values() if p.startswith(prefix))
             self.pointers[buffer_name] = f"{prefix}{count}"
         return self.pointers[buffer_name]
+
+    def is_host_scalar(self, buffer_name: str) -> bool:
+        return getattr(self.buffers.get(buffer_name), "host_scalar", False)
+
+    def loaded_arguments(self) -> list[str]:
+        """What the wrapper passes for each loaded buffer: the buffer, or a host scalar's value
+        (the wrapper's `<name>_item` local)."""
+        return [host_scalar_argument(n) if self.is_host_scalar(n) else n for n in self.loaded]
 
     def new_var(self, text: str) -> str:
         name = f"tmp{self.counter}"
@@ -244,6 +253,8 @@ class _BodyWriter:
         if name not in self.loaded:
             self.loaded.append(name)
         pointer = self.pointer(name)
+        if self.is_host_scalar(name):  # a number argument (InputBuffer.host_scalar), not a pointer
+            return self.new_var(f"tl.full([], {pointer}, {triton_dtype(self.buffers[name].layout.dtype)})")
         indirect = has_indirect(rewritten)
         rewritten = resolve(self, rewritten)
         if not rewritten.free_symbols:
@@ -265,6 +276,11 @@ class _BodyWriter:
         mask_text = f", {self.base_mask}" if self.base_mask else ""
         pointer = self.pointer(buffer.name, stored=True)
         self.lines.append(f"tl.store({pointer} + {_parenthesize(index_text)}, {value}{mask_text})")
+
+
+def host_scalar_argument(buffer_name: str) -> str:
+    """The wrapper local that holds a host scalar input's value (codegen/wrapper.py binds it)."""
+    return f"{buffer_name}_item"
 
 
 def _parenthesize(text: str) -> str:

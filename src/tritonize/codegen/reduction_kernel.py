@@ -79,7 +79,7 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     kind = "persistent_reduction" if persistent else "reduction"
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
-    params, arg_names = plan.parameters(params, writer.loaded + stored)
+    params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
                           hint="outer" if outer else "inner", checks=writer.has_checks,
@@ -115,7 +115,8 @@ def plan_rows(group, members, buffers: dict, sizes: SizeOracle | None) -> RowPla
                                      [m.buffer.name for m in members], sizes)
     hints = (sizes.hint(space.xnumel), sizes.hint(space.rnumel))
     space, size_params = _with_size_parameters(space, indirect_sizes)
-    return RowPlan(space, hints, use_int64, size_params, {"xnumel": print_index(space.xnumel), "ynumel": "1"})
+    numel_exprs = {"xnumel": print_index(space.xnumel), "ynumel": "1", "rnumel": print_index(space.rnumel)}
+    return RowPlan(space, hints, use_int64, size_params, numel_exprs)
 
 
 def _with_size_parameters(space: RowIteration, indirect_sizes: list):

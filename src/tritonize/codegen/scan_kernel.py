@@ -49,7 +49,7 @@ def render_scan_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None
     writer.write_all([Stage(full_stores=members)])
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
-    params, arg_names = plan.parameters(params, writer.loaded + stored)
+    params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
     source = _assemble(name, params, space, writer, group, persistent, rblock)
     kind = "scan" if persistent else "looped_scan"
     hint = "outer" if _scans_along_rows(space, members) else "inner"

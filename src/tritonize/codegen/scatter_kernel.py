@@ -44,7 +44,7 @@ def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str) -> RenderedKe
         writer.lines.append(f"tl.store({address}, {value}{mask_text})")
     params = [writer.pointer(n) for n in writer.loaded] + [pointer]
     source = _assemble(name, params, space, writer, op)
-    return RenderedKernel(name, source, "pointwise", writer.loaded + [op.target], space.xnumel, space.ynumel,
+    return RenderedKernel(name, source, "pointwise", writer.loaded_arguments() + [op.target], space.xnumel, space.ynumel,
                           op.origins(), checks=writer.has_checks)
 
 

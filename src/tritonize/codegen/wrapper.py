@@ -21,6 +21,7 @@ from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
 from .index_printer import print_index
+from .kernel import host_scalar_argument
 from .user_kernel import user_kernel_lines
 
 aten = torch.ops.aten
@@ -169,11 +170,14 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
         lines.append(f"    {', '.join(names)}, = args")
     lines.append("    args.clear()")
     lines += [f"    {symbol} = {source}" for symbol, source in graph.symbol_sources.items()]
+    kernel_args = {a for step in steps if isinstance(step, (KernelGroup, ScatterOp)) for a in kernels[id(step)][1]}
     for b in graph.inputs:
         lines.append(f"    assert_size_stride({b.name}, {sizes_text(b.layout.size)}, {sizes_text(b.layout.stride)}, "
                      f"{b.name!r})")
         if b.neg_bit:  # kernels read memory: the negation torch keeps as a flag is applied first
             lines.append(f"    {b.name} = {b.name}.resolve_neg()")
+        if b.host_scalar and host_scalar_argument(b.name) in kernel_args:  # kernels take its value
+            lines.append(f"    {host_scalar_argument(b.name)} = {b.name}.item()")
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
@@ -228,6 +232,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
         out = call.outputs[0].buffer
         if pads_matmul_columns(call):
             out_overload = f"{_op_namespace(call.target)}.{call.target.overloadpacket.__name__}.out"
+            if not isinstance(out.layout.size[0], int):  # symbolic rows: whether it pays is decided per call
+                args.append(f"min_macs={MIN_PADDED_MATMUL_MACS}")
             return [f"    {out.name} = matmul_padded_columns({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
         if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
@@ -256,20 +262,21 @@ def _resolved(result: str, out) -> str:
 def pads_matmul_columns(call: ExternCall) -> bool:
     """A big mm/addmm on CUDA whose output rows are not a multiple of 16 bytes (an odd
     vocabulary size): computed with its columns padded (runtime matmul_padded_columns), else cuBLAS
-    takes an unvectorized kernel."""
+    takes an unvectorized kernel. With a symbolic number of rows the size test is made per call
+    (matmul_padded_columns' min_macs)."""
     if call.kind != "extern" or call.target not in PADDABLE_MATMULS:
         return False
     layout = call.outputs[0].buffer.layout
     if layout.device.type != "cuda" or layout.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
-    if not all(isinstance(s, int) for s in layout.size + call.args[PADDABLE_MATMULS[call.target]].size):
-        return False  # symbolic sizes: whether padding pays is not known when generating
+    if not all(isinstance(s, int) for s in layout.size[1:] + call.args[PADDABLE_MATMULS[call.target]].size):
+        return False  # symbolic columns or depth: whether the row width is aligned is not known
     if call.target == aten.addmm.default and len(call.args[0].size) != 1:
         return False  # only a bias along the columns is padded
     rows, cols = layout.size
     depth = call.args[PADDABLE_MATMULS[call.target]].size[0]
     row_bytes = cols * layout.dtype.itemsize
-    return row_bytes % 16 != 0 and rows * cols * depth >= MIN_PADDED_MATMUL_MACS
+    return row_bytes % 16 != 0 and (not isinstance(rows, int) or rows * cols * depth >= MIN_PADDED_MATMUL_MACS)
 
 
 def _op_namespace(target) -> str:

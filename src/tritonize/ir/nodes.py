@@ -108,6 +108,10 @@ class InputBuffer(Buffer):
     # The caller's tensor carries torch's lazy negation bit (torch._neg_view): its memory holds
     # the negated values, so the wrapper resolves it before a kernel reads that memory.
     neg_bit: bool = False
+    # A 0-d CPU tensor input (a Python float Dynamo passes as a tensor, with dynamic=True): the
+    # wrapper reads its value once a call (`arg.item()`) and kernels take that number as an
+    # argument, as eager mixes 0-d CPU tensors into GPU ops (codegen/kernel.py, HOST_SCALAR).
+    host_scalar: bool = False
 
 
 @dataclasses.dataclass

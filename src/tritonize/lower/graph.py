@@ -108,11 +108,20 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
             if is_symbolic(s) and s.is_Symbol:
                 symbol_sources.setdefault(s, f"{node.name}.{method}({k})")
     layout = Layout(size, stride, 0, example.dtype, example.device)
-    buffer = InputBuffer(node.name, layout, position, needs_neg_resolved(example))
+    buffer = InputBuffer(node.name, layout, position, needs_neg_resolved(example), is_host_scalar(example))
     ctx.add_buffer(buffer)
     ctx.storage_offsets[buffer.name] = int(example.storage_offset())
     inputs.append(buffer)
     return buffer_value(buffer.name, layout)
+
+
+HOST_SCALAR_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                      torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def is_host_scalar(example: torch.Tensor) -> bool:
+    """A 0-d CPU tensor input: kernels take its value, read on the host (InputBuffer.host_scalar)."""
+    return example.dim() == 0 and example.device.type == "cpu" and example.dtype in HOST_SCALAR_DTYPES
 
 
 def check_symbols_bound(graph: GraphIR) -> None:

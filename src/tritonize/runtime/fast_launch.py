@@ -26,7 +26,7 @@ import os
 import threading
 from typing import Callable
 
-from .triton_compile import ALIGNMENT, INT32_MAX, INT_KINDS, ArgSpec
+from .triton_compile import ALIGNMENT, INT32_MAX, INT_KINDS, NUMBER_KINDS, ArgSpec
 
 
 @dataclasses.dataclass
@@ -118,19 +118,20 @@ def hook_installed(hook) -> bool:
 
 def generate_launcher(params: list[str], blocks: dict, grid: tuple, spec: ArgSpec, dtypes: list,
                       kernel: LoadedKernel, stream: Callable, current_device: Callable,
-                      fallback: Callable, name: str = "launch") -> Callable:
+                      fallback: Callable, name: str = "launch", extra_checks=()) -> Callable:
     """The guarded fast launch function for one variant (see the module docstring). Int
     arguments (symbolic sizes) are passed as they are and guarded like pointers: the same
     divisibility by 16, and an int32 one within int32; `grid` may then be source text over the
-    parameters (one expression per grid dim), computed at each launch."""
+    parameters (one expression per grid dim), computed at each launch. extra_checks: more guard
+    conditions (true: the variant does not apply), such as a size bucket's bounds."""
     positional = [p for p in params if p not in blocks]
     if len(positional) != len(spec.args):
         raise TypeError(f"{name}: {len(positional)} pointer parameters, specialization has {len(spec.args)}")
-    ints = {p for p, (kind, _) in zip(positional, spec.args) if kind in INT_KINDS}
+    ints = {p for p, (kind, _) in zip(positional, spec.args) if kind in NUMBER_KINDS}  # passed as they are
     pointer_of = {p: (p if p in ints else f"_p{i}") for i, p in enumerate(positional)}
     reads = "; ".join(f"{pointer_of[p]} = {p}.data_ptr()" for p in positional if p not in ints)
     lines = [f"def {name}({', '.join(positional)}):"] + ([f"    {reads}"] if reads else [])
-    lines.append(f"    if {' or '.join(_guard_checks(positional, ints, pointer_of, spec))}:")
+    lines.append(f"    if {' or '.join(_guard_checks(positional, ints, pointer_of, spec) + list(extra_checks))}:")
     lines.append(f"        return _fallback({', '.join(positional)})")
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     call_args = [pointer_of[p] if p in pointer_of else repr(int(blocks[p])) for p in params]
@@ -162,7 +163,7 @@ def _guard_checks(positional, ints, pointer_of, spec: ArgSpec) -> list[str]:
     if aligned:
         checks.append(f"({' | '.join(aligned)}) & {ALIGNMENT - 1}")
     for p, (kind, divisible) in zip(positional, spec.args):
-        if p in ints:
+        if p in ints and kind in INT_KINDS:
             checks.append(f"({p} & {ALIGNMENT - 1} {'!=' if divisible else '=='} 0)")
             if kind == INT_KINDS[0]:
                 checks.append(f"{p} > {INT32_MAX}")

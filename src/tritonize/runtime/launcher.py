@@ -14,10 +14,16 @@ On the GPU:
    runtime/benchmarking.py). The choice goes to the autotune cache.
 3. Every later call goes through a generated launch function (runtime/fast_launch.py) whose
    guard sends a different specialization back to step 2 for that specialization.
+Symbolic sizes: a specialization also holds the size bucket (each numel rounded up to a power
+of two, computed from the size arguments): a bucket's first call picks configs for the bucket's
+sizes and autotunes them (the autotune cache is keyed by bucket, not by the first size seen),
+and the launcher's guard checks that the numels are still in its bucket. Buckets whose picks are
+the same configs share one compiled binary.
 Everything that touches the GPU is in `CudaEnvironment`; tests pass a fake one.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -32,7 +38,7 @@ from .heuristics import DeviceInfo, KernelShape, candidates, grid_source, uses_h
 from .interpreter_checks import IndexOutOfBoundsError, IntegerDivisionByZeroError
 from .loader import load_source_module
 from .progress import wait_all
-from .triton_compile import ArgSpec, CompileJob, supports_pdl
+from .triton_compile import NUMBER_KINDS, ArgSpec, CompileJob, supports_pdl
 
 log = logging.getLogger("tritonize.autotune")
 
@@ -193,11 +199,12 @@ class CudaEnvironment:
 
 
 class _Pending:
-    """Compiles under way for one specialization."""
+    """Compiles under way for one specialization (and, for symbolic sizes, one size bucket)."""
 
-    def __init__(self, configs, handles, cache_key, from_cache):
+    def __init__(self, configs, handles, cache_key, from_cache, shape: KernelShape, bucket=None):
         self.configs, self.handles = configs, handles
         self.cache_key, self.from_cache = cache_key, from_cache
+        self.shape, self.bucket = shape, bucket
 
 
 class GpuKernel(GeneratedKernel):
@@ -216,11 +223,17 @@ class GpuKernel(GeneratedKernel):
         self.positional = [p for p in self.params if p not in self.config.blocks and p not in runtime_constants]
         self._device_constants: dict = {}  # device index -> what _constants returns
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
-        self.variants: dict = {}  # ArgSpec -> guarded launch function
-        self.pending: dict = {}  # ArgSpec -> _Pending
+        # symbolic sizes: args -> (xnumel, ynumel, rnumel), whose powers of two are the bucket
+        self._numels = _numels_function(fn, numel_exprs) if numel_exprs else None
+        self._known_numels = [numel_exprs.get(n, "1").strip().isdigit() for n in NUMEL_NAMES] if numel_exprs else []
+        self._bucket_configs: dict = {}  # bucket -> candidate configs for its sizes
+        self._compiles: dict = {}  # (config, ArgSpec) -> compile handle, shared by buckets
+        self.variants: dict = {}  # ArgSpec, or (ArgSpec, bucket) -> guarded launch function
+        self._hot_spec = None  # the ArgSpec of the variant self.launch goes to
+        self.pending: dict = {}  # the same keys -> _Pending
         self.launch = self._fallback
         self._lock = threading.RLock()
-        if arg_dtypes is not None:
+        if arg_dtypes is not None and self._numels is None:
             spec = ArgSpec.assumed(arg_dtypes, device)
             if spec is not None and len(spec.args) == len(self.positional):
                 self.pending[spec] = self._submit(spec)
@@ -242,21 +255,40 @@ class GpuKernel(GeneratedKernel):
                           config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
 
     def _compile(self, config, spec: ArgSpec):
-        """Start compiling one config; the worker also builds its host launcher."""
+        """Start compiling one config (once per specialization: size buckets share it); the
+        worker also builds its host launcher."""
         from .fast_launch import build_host_launcher
 
-        return self.env.pool.submit(self.fn, self._job(config, spec), prepare=build_host_launcher)
+        key = (config, spec)
+        if key not in self._compiles:
+            self._compiles[key] = self.env.pool.submit(self.fn, self._job(config, spec), prepare=build_host_launcher)
+        return self._compiles[key]
 
-    def _submit(self, spec: ArgSpec, use_cache: bool = True) -> _Pending:
-        configs, key, cached = self.configs, None, None
-        if len(self.configs) > 1 or autotune.is_max_autotune(self.mode):
-            key = autotune_cache.cache_key(self.source, self.shape, spec, self.mode,
-                                           self.env.gpu_name(spec.device), self.configs)
-            cached = autotune_cache.load(key, self.shape) if use_cache else None
+    def _submit(self, spec: ArgSpec, use_cache: bool = True, bucket=None) -> _Pending:
+        shape, configs = self._shape_and_configs(bucket)
+        key, cached = None, None
+        if len(configs) > 1 or autotune.is_max_autotune(self.mode):
+            key = autotune_cache.cache_key(self.source, shape, spec, self.mode,
+                                           self.env.gpu_name(spec.device), configs)
+            cached = autotune_cache.load(key, shape) if use_cache else None
             if cached is not None:
                 configs = [cached]
         handles = [self._compile(c, spec) for c in configs]
-        return _Pending(configs, handles, key, cached is not None)
+        return _Pending(configs, handles, key, cached is not None, shape, bucket)
+
+    def _shape_and_configs(self, bucket) -> tuple:
+        """The kernel's shape and candidates: the example's, or a size bucket's."""
+        if bucket is None:
+            return self.shape, self.configs
+        shape = dataclasses.replace(self.shape, xnumel=bucket[0], ynumel=bucket[1], rnumel=bucket[2])
+        if bucket not in self._bucket_configs:
+            device = self.env.device_info(self.env.device_index())
+            self._bucket_configs[bucket] = candidates(shape, self.mode, on_gpu=True, device=device)
+        return shape, self._bucket_configs[bucket]
+
+    def _bucket(self, args) -> tuple:
+        """The size bucket of a launch: each symbolic numel rounded up to a power of two."""
+        return tuple(n if known else _next_power_of_2(n) for n, known in zip(self._numels(*args), self._known_numels))
 
     def _compile_many(self, spec: ArgSpec, pending: _Pending):
         known = dict(zip(pending.configs, pending.handles))
@@ -264,10 +296,11 @@ class GpuKernel(GeneratedKernel):
         def compile_many(configs):
             handles = [known.get(c) or self._compile(c, spec) for c in configs]
             results = wait_all(handles, "compiling kernels", self.env.counts)
-            return [r if isinstance(r, Exception) else self._variant(c, r, spec) for c, r in zip(configs, results)]
+            return [r if isinstance(r, Exception) else self._variant(c, r, spec, pending.bucket)
+                    for c, r in zip(configs, results)]
         return compile_many
 
-    def _variant(self, config, compiled, spec: ArgSpec):
+    def _variant(self, config, compiled, spec: ArgSpec, bucket=None):
         from .fast_launch import generate_launcher
 
         try:
@@ -279,8 +312,20 @@ class GpuKernel(GeneratedKernel):
         grid = config.grid if self.numel_exprs is None else grid_source(config, self.numel_exprs)
         launcher = generate_launcher(self.params, blocks, grid, spec, dtypes, loaded,
                                      self.env.stream, self.env.current_device, self._fallback,
-                                     name=_identifier(self.name))
+                                     name=_identifier(self.name), extra_checks=self._bucket_checks(bucket))
         return autotune.Variant(config, launcher.unchecked, loaded.n_regs, loaded.n_spills, launcher)
+
+    def _bucket_checks(self, bucket) -> list[str]:
+        """Guard conditions (true: not this bucket) over the size arguments."""
+        if bucket is None:
+            return []
+        checks = []
+        for name, top, known in zip(NUMEL_NAMES, bucket, self._known_numels):
+            if known:
+                continue
+            text = self.numel_exprs[name]
+            checks.append(f"({text}) > {top}" + (f" or ({text}) <= {top // 2}" if top > 1 else ""))
+        return checks
 
     # --- choosing ----------------------------------------------------------------------------
     def _fallback(self, *args):
@@ -288,18 +333,24 @@ class GpuKernel(GeneratedKernel):
         spec = ArgSpec.of(args, self.env.device_index()) if len(args) == len(self.positional) else None
         if spec is None or not self.env.fast_path or any(p.startswith("_") for p in self.positional):
             return self._generic(*args)
-        launcher = self.variants.get(spec)
+        bucket = None if self._numels is None else self._bucket(args)
+        key = spec if bucket is None else (spec, bucket)
+        launcher = self.variants.get(key)
         if launcher is None:
             with self._lock:
-                launcher = self.variants.get(spec)
+                launcher = self.variants.get(key)
                 if launcher is None:
                     try:
-                        launcher = self._build(spec, args)
+                        launcher = self._build(spec, args, bucket)
                     except Exception as err:  # noqa: BLE001  (reported, then Triton's own path decides)
                         return self._give_up_fast_path(err, *args)
-                self.variants[spec] = launcher
-                if self.launch == self._fallback:
-                    self.launch = launcher
+                self.variants[key] = launcher
+        if self._hot_spec is None or _pointer_kinds(spec) == _pointer_kinds(self._hot_spec):
+            # Only the size arguments changed (a graph with symbolic sizes called at a new size:
+            # 16 | 131 no longer, another bucket): calls go straight to this variant from now on. A
+            # launch with another pointer alignment stays on this path: it is one call site, and
+            # a less aligned variant would also pass the guards of aligned calls.
+            self.launch, self._hot_spec = launcher, spec
         return launcher.unchecked(*args)
 
     def _give_up_fast_path(self, err: Exception, *args):
@@ -311,15 +362,15 @@ class GpuKernel(GeneratedKernel):
         self.launch = self._generic
         return self._generic(*args)
 
-    def _build(self, spec: ArgSpec, args):
-        pending = self.pending.pop(spec, None) or self._submit(spec)
+    def _build(self, spec: ArgSpec, args, bucket=None):
+        pending = self.pending.pop(spec if bucket is None else (spec, bucket), None) or self._submit(spec, bucket=bucket)
         try:
             selection = self._select(spec, pending, args)
         except autotune.NoUsableConfig:
             if not pending.from_cache:
                 raise
             log.debug("tritonize: cached config of %s does not compile here; tuning again", self.name)
-            pending = self._submit(spec, use_cache=False)
+            pending = self._submit(spec, use_cache=False, bucket=bucket)
             selection = self._select(spec, pending, args)
         self.config = selection.best.config
         if pending.cache_key is not None and selection.reason == "timed":
@@ -339,7 +390,7 @@ class GpuKernel(GeneratedKernel):
             return self.env.time_many([_launcher(v.launch, safe_args[0]) for v in variants])
 
         try:
-            return autotune.select(self.name, self.shape, pending.configs, self._compile_many(spec, pending),
+            return autotune.select(self.name, pending.shape, pending.configs, self._compile_many(spec, pending),
                                    time_variants, "default" if pending.from_cache else self.mode, device)
         finally:
             if safe_args:
@@ -354,6 +405,11 @@ class GpuKernel(GeneratedKernel):
             extra["launch_pdl"] = True
         self.fn[self.grid_for(config, args)](*args, **config.blocks, num_warps=config.num_warps,
                                              num_stages=config.num_stages, **extra)
+
+
+def _pointer_kinds(spec: ArgSpec) -> tuple:
+    """A specialization without its number arguments: (element type, aligned) per pointer."""
+    return tuple(arg for arg in spec.args if arg[0] not in NUMBER_KINDS)
 
 
 def launch_constants(fn, pdl: bool) -> dict:
@@ -383,9 +439,9 @@ def _identifier(name: str) -> str:
 
 
 def _torch_dtype(kind: str):
-    from .triton_compile import _POINTER_TYPES, INT_KINDS
+    from .triton_compile import _POINTER_TYPES
 
-    if kind in INT_KINDS:  # an int argument: no tensor, no dtype to check
+    if kind in NUMBER_KINDS:  # a number argument: no tensor, no dtype to check
         return None
     for dtype, code in _POINTER_TYPES.items():
         if code == kind:
@@ -411,6 +467,20 @@ def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int,
         return InterpretedKernel(fn, name, shape, numel_exprs)
     return GpuKernel(fn, name, source, shape, mode, module.__file__, arg_dtypes, debug=checks,
                      numel_exprs=numel_exprs)
+
+
+NUMEL_NAMES = ("xnumel", "ynumel", "rnumel")
+
+
+def _numels_function(fn, numel_exprs: dict):
+    """args -> (xnumel, ynumel, rnumel) of a launch, from the numels' source over the parameters."""
+    params = ", ".join(f"{name}=None" for name in fn.arg_names)
+    values = ", ".join(f"({numel_exprs.get(name, '1')})" for name in NUMEL_NAMES)
+    return eval(f"lambda {params}: ({values})", {})  # noqa: S307  (our own generated arithmetic)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def _grid_function(fn, config, numel_exprs: dict):

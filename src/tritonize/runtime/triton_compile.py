@@ -56,6 +56,8 @@ def pointer_type(dtype) -> str | None:
 
 
 INT_KINDS = ("#i32", "#i64")  # int (size) arguments: "#" tells them from pointers to ints
+FLOAT_KIND = "#fp64"  # a float argument (a host scalar's value, lower/graph.py is_host_scalar)
+NUMBER_KINDS = INT_KINDS + (FLOAT_KIND,)
 INT32_MAX = 2**31 - 1
 
 
@@ -63,7 +65,8 @@ INT32_MAX = 2**31 - 1
 class ArgSpec:
     """The specialization of a launch: device index, and per argument (element type, 16-byte
     aligned) for a pointer or (INT_KINDS entry, multiple of 16) for an int (a symbolic size):
-    Triton's JIT specializes both the same way (`tt.divisibility`)."""
+    Triton's JIT specializes both the same way (`tt.divisibility`); (FLOAT_KIND, False) for a
+    float."""
 
     device: int
     args: tuple
@@ -75,6 +78,9 @@ class ArgSpec:
         for arg in args:
             if type(arg) is int:
                 found.append((INT_KINDS[0] if abs(arg) <= INT32_MAX else INT_KINDS[1], arg % ALIGNMENT == 0))
+                continue
+            if type(arg) is float:
+                found.append((FLOAT_KIND, False))
                 continue
             kind = pointer_type(arg.dtype) if isinstance(arg, torch.Tensor) else None
             if kind is None:

@@ -75,17 +75,26 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
-def matmul_padded_columns(out_op, *args, **kwargs) -> torch.Tensor:
+def matmul_padded_columns(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) with the output's columns padded to a
     multiple of 16 bytes, returned dense. cuBLAS takes an unvectorized kernel when that width is
     not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an H100 that way,
     against 0.9 ms for the same product padded. b (and the bias) are copied padded each call (the
-    padding columns are never read back); the result is copied once more, dense."""
+    padding columns are never read back), in b's own order (a transposed weight is copied row by
+    row of its memory); the result is copied once more, dense. A product smaller than min_macs
+    (M*N*K; a graph with a symbolic number of rows decides per call) is computed as it is."""
     *bias, a, b = args
     per_row = max(1, 16 // a.element_size())
     (rows, depth), cols = a.shape, b.shape[1]
+    if rows * cols * depth < min_macs:
+        out = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
+        out_op(*bias, a, b, **kwargs, out=out)
+        return out
     wide = -(-cols // per_row) * per_row
-    b_wide = torch.empty((depth, wide), dtype=b.dtype, device=b.device)
+    if b.stride(0) == 1 and b.stride(1) >= depth:  # a transposed weight (x @ w.t()): keep its order
+        b_wide = torch.empty((wide, depth), dtype=b.dtype, device=b.device).t()
+    else:
+        b_wide = torch.empty((depth, wide), dtype=b.dtype, device=b.device)
     b_wide[:, :cols].copy_(b)
     if bias:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
