@@ -2,7 +2,8 @@
 
     PYTHONPATH=src python bench/dynamic.py [--models gpt2,bert,llama] [--lengths 96,131,200,256,384]
         [--batch 8] [--dtype bfloat16] [--device cuda] [--small] [--auto-batches 2,4,6,8,12]
-        [--generate 64] [--markdown out.md]     (an empty --lengths or --auto-batches skips that part)
+        [--generate 64] [--train-lengths 96,131,200] [--profile 131 [--host-profile 30]]
+        [--markdown out.md]     (an empty --lengths or --auto-batches skips that part)
 
 (a) Each model, inference, at every sequence length: eager; Inductor with dynamic=True;
     tritonize compiled for that length alone (static: one compile per length) and tritonize with
@@ -12,6 +13,9 @@
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
     cache, tokens per second per back end.
+(d) With --train-lengths: a training step (forward, loss, backward) of each model but BERT at
+    those lengths, dynamic=True: ms per step, and each back end's largest gradient difference
+    from eager's.
 --profile N: tritonize static and dynamic at length N (the dynamic compile first called at the
     first --lengths entry, as in (a)): wall ms per step against the GPU's kernel time per step
     (torch.profiler), and the kernels that take longest, to tell a host-bound step from slow
@@ -64,8 +68,9 @@ def compiled(model, backend, dynamic):
 
 
 def time_step(fn, x, device):
+    """ms per call: the fastest of 5 rounds' medians of 10 calls (the GPU host has slow spells)."""
     with torch.no_grad():
-        return time_iterations(lambda: fn(x), device, warmup=3, iters=10, rounds=2)
+        return time_iterations(lambda: fn(x), device, warmup=3, iters=10, rounds=5, pause_s=0.1)
 
 
 def sequence_lengths(name, args):
@@ -133,6 +138,33 @@ def generate_rate(name, args):
                    + (f" ({len(found)} aten)" if found else ""))
     model.forward = forward
     return row
+
+
+def training_lengths(name, args):
+    """(d): a training step (forward, loss, backward) at every length, dynamic=True: ms per step
+    per back end, and the largest gradient difference from eager's (relative to its largest)."""
+    model = build_model(name, args).train()
+    torch.manual_seed(0)
+    inputs = {n: tokens(model, args.batch, n, args.device) for n in args.train_lengths}
+    rows = {n: [name, n] for n in args.train_lengths}
+    reference = {}
+    for backend in ("eager", "inductor", "tritonize"):
+        fn = compiled(model, backend, True)
+        for n, x in inputs.items():
+            def step():
+                model.zero_grad(set_to_none=True)
+                fn(x, labels=x).loss.backward()
+            step()
+            grads = [p.grad.float() for p in model.parameters() if p.grad is not None]
+            if backend == "eager":
+                reference[n] = grads
+                error = 0.0
+            else:
+                error = max(float((g - r).abs().max() / r.abs().max().clamp_min(1e-6)) for g, r in zip(grads, reference[n]))
+            ms = time_iterations(step, args.device, warmup=2, iters=5, rounds=3, pause_s=0.1) * 1e3
+            rows[n] += [f"{ms:.3f}"] + ([] if backend == "eager" else [f"{error:.3f}"])
+    model.zero_grad(set_to_none=True)
+    return list(rows.values())
 
 
 def kernel_times(fn, x, device, steps=5):
@@ -206,6 +238,7 @@ def parse_args(argv=None):
     parser.add_argument("--small", action="store_true", help="tiny models (CPU smoke run)")
     parser.add_argument("--auto-batches", default="2,4,6,8,12")
     parser.add_argument("--generate", type=int, default=0, help="new tokens for (c); 0 skips it")
+    parser.add_argument("--train-lengths", default="", help="(d): training step lengths; empty skips it")
     parser.add_argument("--profile", type=int, default=0, help="length to profile; 0 skips it")
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--host-profile", type=int, default=0, help="with --profile: cProfile's top N")
@@ -214,7 +247,14 @@ def parse_args(argv=None):
     args.models = [m for m in args.models.split(",") if m]
     args.lengths = [int(n) for n in args.lengths.split(",") if n]  # empty: skip (a)
     args.auto_batches = [int(n) for n in args.auto_batches.split(",") if n]  # empty: skip (b)
+    args.train_lengths = [int(n) for n in args.train_lengths.split(",") if n]  # empty: skip (d)
     return args
+
+
+def _shown(lines: list) -> list:
+    """Print a finished part at once (a run cut short keeps what it measured)."""
+    print("\n".join(lines), flush=True)
+    return lines
 
 
 def main(argv=None):
@@ -231,18 +271,22 @@ def main(argv=None):
         rows += model_rows
         notes.append(f"{name}: {note}")
     if rows:
-        text += [format_markdown(header, rows), "", *notes]
+        text += _shown([format_markdown(header, rows), "", *notes])
     if args.auto_batches and args.lengths:
         auto = [automatic_dynamic(name, args) for name in args.models]
         auto_header = ["model", "batches", "compiles", "graphs through aten", "first reason"]
-        text += ["", format_markdown(auto_header, auto)]
+        text += _shown(["", format_markdown(auto_header, auto)])
+    if args.train_lengths:
+        train_header = ["model", "seq", "eager ms", "inductor dyn ms", "inductor grad err",
+                        "tritonize dyn ms", "tritonize grad err"]
+        text += _shown(["", format_markdown(train_header, [row for name in args.models if name != "bert"
+                                                           for row in training_lengths(name, args)])])
     if args.profile:
         for name in args.models:
-            text += ["", *profile_length(name, args)]
+            text += _shown(["", *profile_length(name, args)])
     if args.generate:
-        text += ["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
-                                    [generate_rate(name, args) for name in args.models if name != "bert"])]
-    print("\n".join(text))
+        text += _shown(["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
+                                           [generate_rate(name, args) for name in args.models if name != "bert"])])
     if args.markdown:
         with open(args.markdown, "w") as out:
             out.write("\n".join(text) + "\n")

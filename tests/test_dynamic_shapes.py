@@ -183,3 +183,78 @@ def test_user_kernel_with_symbolic_sizes_and_grid():
     artifacts = [r for r in recorder if r != "graph"]
     assert len(artifacts) == 1 and not artifacts[0].fallbacks and not artifacts[0].clones
     assert "_grids=[" in artifacts[0].wrapper
+
+
+class TinyLanguageModel(torch.nn.Module):
+    """Embedding, a head and cross entropy: the backward scatters (embedding's index_put with
+    accumulation, nll_loss's scatter) over symbolic sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.head = torch.nn.Linear(16, 50)
+
+    def forward(self, tokens):
+        logits = self.head(torch.nn.functional.gelu(self.embed(tokens)))
+        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 50), tokens[:, 1:].reshape(-1))
+
+
+def test_training_with_scatters_over_symbolic_sizes_is_generated():
+    def make():
+        torch.manual_seed(0)
+        return TinyLanguageModel().to(DEVICE)
+
+    eager, model = make(), make()
+    recorder = []
+    compiled = torch.compile(model, backend=make_backend(recorder=recorder), dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch, length in ((2, 5), (3, 9), (4, 17)):
+            tokens = torch.randint(0, 50, (batch, length), device=DEVICE)
+            saved = tokens.clone()
+            expected, actual = eager(tokens), compiled(tokens)
+            torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+            expected.backward()
+            actual.backward()
+            assert torch.equal(tokens, saved)
+            for p, q in zip(eager.parameters(), model.parameters()):
+                torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
+                p.grad = q.grad = None
+    assert not [w for w in caught if "runs through aten" in str(w.message)]
+    artifacts = [r for r in recorder if r != "graph"]
+    assert "backward" in {a.role for a in artifacts}
+    scatter_kernels = [k for a in artifacts for k in a.kernels if "atomic_add" in k.source or "scatter" in k.name]
+    assert scatter_kernels and all("ks0" in k.source for k in scatter_kernels)
+
+
+def test_slice_scatter_with_symbolic_bounds():
+    graphs, artifacts, messages = run_at_sizes(
+        lambda x, y: torch.slice_scatter(x, y[:, :x.shape[1] - 2], 1, 1, x.shape[1] - 1) * 2,
+        [[(5, 6), (5, 9)], [(7, 8), (7, 9)], [(9, 11), (9, 13)]])
+    assert graphs == 1 and not messages
+    assert not artifacts[0].fallbacks
+
+
+def test_an_input_view_with_a_symbolic_storage_offset():
+    base = randn(64)
+    compiled = torch.compile(lambda x: x * 2 + 1, dynamic=True, backend="tritonize")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for start in (3, 5, 9):
+            view = base[start:start + 20]
+            assert_same(compiled(view), view * 2 + 1)
+    assert not [w for w in caught if "runs through aten" in str(w.message)]
+
+
+def test_contiguous_strides_written_with_max_are_plain_sizes():
+    """torch writes a contiguous stride as Max(1, size) where the size's symbol is not known to
+    be positive; the ShapeEnv's ranges decide it, so the wrapper's asserts and kernels use s."""
+    from tritonize.ir.sizes import as_size
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        x = mode.from_tensor(torch.empty(6, 5), symbolic_context=None)
+    rows = x.shape[1]
+    stride = torch.sym_max(1, rows)
+    assert as_size(stride) == as_size(rows)

@@ -138,11 +138,7 @@ def render_kernels(plan, graph, dump):
         if not isinstance(step, (KernelGroup, ScatterOp)):
             continue
         name = kernel_name(step, len(kernels))
-        render = _renderer(step)
-        if render in (render_kernel, render_reduction_kernel, render_scan_kernel):
-            rendered = render(step, graph.buffers, name, graph.sizes if graph.is_symbolic else None)
-        else:
-            rendered = render(step, graph.buffers, name)
+        rendered = _renderer(step)(step, graph.buffers, name, graph.sizes if graph.is_symbolic else None)
         body_key = "\n".join(line for line in rendered.source.replace(name, "KERNEL").splitlines()
                              if not line.strip().startswith("# aten nodes"))
         if body_key not in by_body:

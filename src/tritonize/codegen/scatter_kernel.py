@@ -13,18 +13,38 @@ import sympy
 from ..ir import expr as ex
 from ..ir.nodes import contiguous_strides
 from ..ir.scatter import ScatterOp
+from ..ir.sizes import SizeOracle
 from ..ir.symbols import dim_vars, upper_bound
 from .index_printer import print_index
 from .indirect import bind, resolve
-from .iteration import plan_iteration
+from .iteration import IterationSpace, plan_iteration
 from .kernel import INT32_LIMIT, RenderedKernel, _assemble, _BodyWriter, _parenthesize
+from .symbolic import SizeParameters, is_symbolic_kernel, kernel_size_expressions
+from .symbolic import needs_int64 as symbolic_needs_int64
 
 
-def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str) -> RenderedKernel:
+def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
+    """sizes: the graph's SizeOracle when its sizes are symbolic (the kernel then takes them as
+    parameters, as codegen/kernel.py's kernels do)."""
     dims = dim_vars(len(op.size))
     roots = [b.index for b in op.bindings] + [op.value]
-    space = plan_iteration(op.size, dims, contiguous_strides(op.size), _index_expressions(op, roots))
-    writer = _BodyWriter(space, buffers, _needs_int64(space, op))
+    expressions = _index_expressions(op, roots)
+    extents = [b.size for b in op.bindings] + kernel_size_expressions(roots)
+    symbolic = is_symbolic_kernel([*op.size, *expressions, *extents], sizes)
+    space = plan_iteration(op.size, dims, contiguous_strides(op.size), expressions, sizes.hint if symbolic else int)
+    size_params = None
+    if symbolic:
+        use_int64 = symbolic_needs_int64(space.xnumel * space.ynumel, buffers, roots, [op.target], sizes)
+        hints = (sizes.hint(space.xnumel), sizes.hint(space.ynumel))
+        size_params = SizeParameters.of([space.xnumel, space.ynumel, *space.rewrite.values(), *extents],
+                                        [s for s, _ in space.x_dims + space.y_dims])
+        space = IterationSpace(size_params.rename_dims(space.x_dims), size_params.rename_dims(space.y_dims),
+                               {e: size_params.rename(v) for e, v in space.rewrite.items()})
+    else:
+        use_int64, hints = _needs_int64(space, op), (space.xnumel, space.ynumel)
+    writer = _BodyWriter(space, buffers, use_int64, sizes if symbolic else None)
+    if size_params is not None:
+        writer.size_renames = size_params.renames
     mask = writer.base_mask
     for b in op.bindings:
         bind(writer, b.symbol, b.index, b.size, b.wrap, b.check, mask)
@@ -43,9 +63,15 @@ def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str) -> RenderedKe
     else:
         writer.lines.append(f"tl.store({address}, {value}{mask_text})")
     params = [writer.pointer(n) for n in writer.loaded] + [pointer]
+    arg_names = writer.loaded_arguments() + [op.target]
+    numel_exprs = {}
+    if size_params is not None:
+        params += size_params.names
+        arg_names += size_params.arguments
+        numel_exprs = {"xnumel": print_index(space.xnumel), "ynumel": print_index(space.ynumel)}
     source = _assemble(name, params, space, writer, op)
-    return RenderedKernel(name, source, "pointwise", writer.loaded_arguments() + [op.target], space.xnumel, space.ynumel,
-                          op.origins(), checks=writer.has_checks)
+    return RenderedKernel(name, source, "pointwise", arg_names, *hints, op.origins(), checks=writer.has_checks,
+                          numel_exprs=numel_exprs)
 
 
 def _index_expressions(op: ScatterOp, roots) -> list:

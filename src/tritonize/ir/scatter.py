@@ -26,13 +26,14 @@ from . import expr as ex
 class Binding:
     symbol: sympy.Symbol
     index: ex.Expr  # integer Expr over the iteration dims d0..
-    size: int  # the dim it indexes: the bound value lies in [0, size)
+    size: int | sympy.Expr  # the dim it indexes: the bound value lies in [0, size)
     wrap: bool  # negative values count from the end (index_put), or are errors (scatter)
     check: str  # names the op in the bounds-check message
 
 
-def binding(index: ex.Expr, size: int, wrap: bool, check: str) -> Binding:
-    return Binding(ex.indirect_symbol(index, size, wrap), index, int(size), bool(wrap), check)
+def binding(index: ex.Expr, size, wrap: bool, check: str) -> Binding:
+    size = size if isinstance(size, sympy.Expr) and not size.is_Integer else int(size)
+    return Binding(ex.indirect_symbol(index, size, wrap), index, size, bool(wrap), check)
 
 
 @dataclasses.dataclass

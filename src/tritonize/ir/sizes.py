@@ -27,12 +27,40 @@ Size = int | sympy.Expr
 def as_size(value) -> Size:
     """An int, or the sympy expression of a SymInt (an int when it is a known constant), in our
     index functions (ir/symbols.py) rather than the ShapeEnv's."""
+    shape_env = None
     if isinstance(value, torch.SymInt):
-        value = value.node.expr
+        value, shape_env = value.node.expr, value.node.shape_env
     if isinstance(value, sympy.Expr):
+        if shape_env is not None and value.has(*_extrema()):  # (over the ShapeEnv's own functions)
+            value = _without_decided_extrema(value, shape_env)
         value = _from_shape_env(value)
         return int(value) if value.is_Integer else value
     return int(value)
+
+
+def _without_decided_extrema(expr: sympy.Expr, shape_env) -> sympy.Expr:
+    """Max(1, s8) -> s8 where the symbols' ranges decide it (torch writes contiguous strides
+    with Max(1, size); a symbol sympy does not know to be positive keeps the Max)."""
+    maxima, minima = _extrema()[0::2], _extrema()[1::2]
+
+    def decided(e):
+        if len(e.args) != 2:
+            return e
+        a, b = e.args
+        gap = shape_env.bound_sympy(a - b)
+        if gap.lower >= 0:
+            return a if isinstance(e, maxima) else b
+        if gap.upper <= 0:
+            return b if isinstance(e, maxima) else a
+        return e
+    return expr.replace(lambda e: isinstance(e, maxima + minima), decided)
+
+
+def _extrema() -> tuple:
+    """(Max, Min) of sympy and of the ShapeEnv (torch.utils._sympy.functions), alternating."""
+    from torch.utils._sympy import functions
+
+    return (sympy.Max, sympy.Min, getattr(functions, "Max", sympy.Max), getattr(functions, "Min", sympy.Min))
 
 
 def _function_pairs():

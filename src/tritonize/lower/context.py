@@ -22,6 +22,7 @@ from ..ir.nodes import (
     contiguous_strides,
     strided_view_of,
 )
+from ..errors import Unsupported
 from .dtypes import symbolic_size
 
 # A lazy value read by several consumers is stored once when recomputing it would read more.
@@ -43,7 +44,7 @@ class LoweringContext:
         self.buffers: dict[str, Buffer] = {}
         self.operations: list = []
         self.constants: dict[str, torch.Tensor] = {}
-        self.storage_offsets: dict[str, int] = {}
+        self.storage_offsets: dict = {}  # input or constant -> int, a Symbol, or None (unreadable)
         self.current_node = None
         self.values: dict = {}  # FX node -> what it lowered to, filled by lower_graph
         self.random = None  # lower/random.py's RandomState, once the graph has a random op
@@ -53,8 +54,13 @@ class LoweringContext:
     def new_name(self, prefix: str = "buf") -> str:
         return f"{prefix}{next(self._counter)}"
 
-    def storage_offset_of(self, name: str) -> int:
-        return self.storage_offsets.get(name, 0)
+    def storage_offset_of(self, name: str):
+        """An input's or constant's storage offset: an int, or a symbol the wrapper reads."""
+        offset = self.storage_offsets.get(name, 0)
+        if offset is None:
+            raise Unsupported(f"as_strided over {name}, whose storage offset is a symbolic expression "
+                              "the wrapper cannot read from the input")
+        return offset
 
     def origin(self) -> str:
         return self.current_node.name if self.current_node is not None else "?"

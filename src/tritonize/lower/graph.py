@@ -101,8 +101,11 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
         raise Unsupported(f"graph input {node.name} is a {type(example).__name__}, not a tensor")
     size = tuple(as_size(s) for s in example.shape)
     stride = tuple(as_size(s) for s in example.stride())
-    if is_symbolic(as_size(example.storage_offset())):
-        raise Unsupported(f"graph input {node.name} has a symbolic storage offset")
+    offset = as_size(example.storage_offset())
+    if is_symbolic(offset) and offset.is_Symbol:  # (a view a graph break hands over: logits[:, :-1])
+        symbol_sources.setdefault(offset, f"{node.name}.storage_offset()")
+    elif is_symbolic(offset):
+        offset = None  # not readable as one symbol: as_strided over this input says so (context.py)
     for method, values in (("size", size), ("stride", stride)):
         for k, s in enumerate(values):
             if is_symbolic(s) and s.is_Symbol:
@@ -110,7 +113,7 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
     layout = Layout(size, stride, 0, example.dtype, example.device)
     buffer = InputBuffer(node.name, layout, position, needs_neg_resolved(example), is_host_scalar(example))
     ctx.add_buffer(buffer)
-    ctx.storage_offsets[buffer.name] = int(example.storage_offset())
+    ctx.storage_offsets[buffer.name] = offset
     inputs.append(buffer)
     return buffer_value(buffer.name, layout)
 

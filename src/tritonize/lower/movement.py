@@ -129,19 +129,23 @@ def _all(checks: list) -> ex.Expr:
 def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
     dim = _dim(dim, x.rank)
     length = x.size[dim]
-    start = 0 if start is None else (start + length if start < 0 else start)
-    end = length if end is None else (end + length if end < 0 else end)
-    start, end = max(0, min(length, start)), max(0, min(length, end))
-    if src.size[dim] == 0 or start >= end:
-        return x
+    if all(isinstance(v, int) for v in (start or 0, end or 0, length)):
+        start = 0 if start is None else (start + length if start < 0 else start)
+        end = length if end is None else (end + length if end < 0 else end)
+        start, end = max(0, min(length, start)), max(0, min(length, end))
+        if src.size[dim] == 0 or start >= end:
+            return x
+    else:
+        start, end = _symbolic_slice_bounds(ctx, start, end, length, step)
     out = dim_vars(x.rank)
     # position i is replaced when start <= i < end and step divides i - start; it then holds
     # src[(i - start) // step]. Shift by a multiple of step so the arguments stay non-negative.
     shift = step * -(-start // step) - start
-    checks = [c for c in [ex.op("ge", ex.index_expr(out[dim], torch.int64), ex.constant(start, torch.int64),
-                                dtype=torch.bool) if start > 0 else None,
-                          ex.op("lt", ex.index_expr(out[dim], torch.int64), ex.constant(end, torch.int64),
-                                dtype=torch.bool) if end < length else None,
+    position = ex.index_expr(out[dim], torch.int64)
+    checks = [c for c in [ex.op("ge", position, _int_value(start), dtype=torch.bool)
+                          if not _known_equal(ctx, start, 0) else None,
+                          ex.op("lt", position, _int_value(end), dtype=torch.bool)
+                          if not _known_equal(ctx, end, length) else None,
                           _index_eq(ModularIndexing(out[dim] + shift, 1, step), 0) if step > 1 else None]
               if c is not None]
     index = list(out)
@@ -150,6 +154,38 @@ def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
         size, dtype, device = output_of(node)
         return TensorValue(size, dtype, device, ex.to_dtype(src.at(index), dtype))
     return _replace_where(node, x, _all(checks), src.at(index))
+
+
+def _symbolic_slice_bounds(ctx, start, end, length, step):
+    """slice_scatter's [start, end) with symbolic values or length: known to lie in [0, length]
+    without clamping (the trace's sizes assumed so), else the op runs through aten."""
+    if step != 1:
+        raise Unsupported("slice_scatter with a step over symbolic sizes")
+    end = length if end is None or (isinstance(end, int) and end >= length_limit()) else end
+    bounds = []
+    for value in (0 if start is None else start, end):
+        if isinstance(value, int) and value < 0:
+            value = value + length
+        if not (ctx.sizes.known_le(0, value) and ctx.sizes.known_le(value, length)):
+            raise Unsupported(f"slice_scatter bound {value} not known to lie in [0, {length}]")
+        bounds.append(value)
+    return tuple(bounds)
+
+
+def _known_equal(ctx, a, b) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return ctx.sizes.known_equal(a, b)
+
+
+def length_limit() -> int:
+    """An end at or past this many elements means "to the end" (torch writes sys.maxsize)."""
+    return 2**62
+
+
+def _int_value(value) -> ex.Expr:
+    """An int64 Expr of a bound: a constant, or a symbolic size."""
+    return ex.constant(value, torch.int64) if isinstance(value, int) else ex.index_expr(sympy.sympify(value), torch.int64)
 
 
 @lowering(aten.select_scatter.default)
