@@ -3,7 +3,7 @@
 Library used by tests/test_opinfo_sweep.py, and a standalone triage script:
 
     python tests/opinfo_sweep.py [--device cpu] [--dtypes float32,int64,...] [--filter SUBSTR]
-                                 [--json out.json] [--write-expected] [--jobs N] [-v]
+                                 [--json out.json] [--write-expected] [--jobs N] [-v] [--dynamic]
 
 prints a summary (pairs, pass, pass with no fallback, fail, eager errors, skipped; total and per
 dtype), the failures grouped by cause and the most common fallback ops. `--write-expected`
@@ -37,6 +37,8 @@ Statuses:
                         fractional max pooling, ...) -- eager and compiled code draw different
                         numbers -- or it exposes uninitialized memory (resize_).
 "pass with no fallback" is a pass whose tritonize.explain report has no fallbacks at all.
+--dynamic compiles each sample with torch.compile(dynamic=True): every size symbolic (issue 17's
+sweep: a graph our symbolic lowering cannot take runs through aten as a whole, a fallback).
 """
 from __future__ import annotations
 
@@ -157,14 +159,14 @@ def _quiet():
         yield
 
 
-def run_entry_full(op, device: str = "cpu", dtype: torch.dtype = torch.float32) -> dict:
+def run_entry_full(op, device: str = "cpu", dtype: torch.dtype = torch.float32, dynamic: bool = False) -> dict:
     start = time.perf_counter()
     result = {"id": entry_id(op), "dtype": dtype_name(dtype), "status": "fail", "category": None,
               "detail": "", "reference": None, "fallbacks": {}, "graphs": None, "kernels": None,
               "externs": {}, "tritonize_frame": None, "generated_frame": None}
     try:
         with _quiet():
-            _run(op, device, dtype, result)
+            _run(op, device, dtype, result, dynamic)
     except Exception as err:  # never let one pair break the sweep
         result.update(status="fail", category="sweep_error", detail=f"sweep: {one_line(err)}")
     finally:
@@ -173,7 +175,7 @@ def run_entry_full(op, device: str = "cpu", dtype: torch.dtype = torch.float32) 
     return result
 
 
-def _run(op, device, dtype, result) -> None:
+def _run(op, device, dtype, result, dynamic: bool = False) -> None:
     if is_nondeterministic(op):
         result.update(status="skip_nondeterministic", detail="random or uninitialized output")
         return
@@ -197,7 +199,7 @@ def _run(op, device, dtype, result) -> None:
 
     try:
         compiled_inputs = call.fresh_inputs()
-        actual, report = tritonize.run_and_explain(call.fn, *compiled_inputs)
+        actual, report = tritonize.run_and_explain(call.fn, *compiled_inputs, dynamic=True if dynamic else None)
         result.update(fallbacks=dict(report.fallbacks), graphs=report.graphs, kernels=len(report.kernels),
                       externs=dict(report.externs))
     except Exception as err:
@@ -219,13 +221,13 @@ def _run(op, device, dtype, result) -> None:
 
 
 def _run_chunk(args) -> list[dict]:
-    keys, device = args
+    keys, device, dynamic = args
     dtypes = sorted({d for _, d in keys})
     by_key = {(entry_id(op), dtype_name(dt)): (op, dt) for op, dt in sweep_pairs(device, dtypes)}
     results = []
     for key in keys:
         op, dtype = by_key[key]
-        results.append(run_entry_full(op, device, dtype))
+        results.append(run_entry_full(op, device, dtype, dynamic))
     return results
 
 
@@ -237,11 +239,11 @@ def _parse_dtypes(text: str) -> tuple[str, ...]:
     return names
 
 
-def run_pairs(pairs: list, device: str, jobs: int = 1, verbose: bool = False) -> list[dict]:
+def run_pairs(pairs: list, device: str, jobs: int = 1, verbose: bool = False, dynamic: bool = False) -> list[dict]:
     if jobs <= 1:
         results = []
         for op, dtype in pairs:
-            r = run_entry_full(op, device, dtype)
+            r = run_entry_full(op, device, dtype, dynamic)
             results.append(r)
             if verbose:
                 print(f"{key_text(result_key(r))}: {r['status']} {r['time_s']:.1f}s {r['detail'][:150]}", flush=True)
@@ -252,7 +254,7 @@ def run_pairs(pairs: list, device: str, jobs: int = 1, verbose: bool = False) ->
     chunks = [keys[k::jobs * 8] for k in range(jobs * 8)]
     results = []
     with mp.get_context("spawn").Pool(jobs) as pool:
-        for chunk in pool.imap_unordered(_run_chunk, [(c, device) for c in chunks if c]):
+        for chunk in pool.imap_unordered(_run_chunk, [(c, device, dynamic) for c in chunks if c]):
             results += chunk
     order = {k: n for n, k in enumerate(keys)}
     return sorted(results, key=lambda r: order[result_key(r)])
@@ -269,11 +271,12 @@ def main(argv=None) -> int:
                     help=f"rewrite {EXPECTED_FILE.name} from this run's failures (full runs only)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each pair as it finishes")
+    ap.add_argument("--dynamic", action="store_true", help="compile with dynamic=True (symbolic sizes)")
     args = ap.parse_args(argv)
     dtypes = _parse_dtypes(args.dtypes)
     pairs = sweep_pairs(args.device, dtypes, args.filter)
     start = time.perf_counter()
-    results = run_pairs(pairs, args.device, args.jobs, args.verbose)
+    results = run_pairs(pairs, args.device, args.jobs, args.verbose, args.dynamic)
     wall = time.perf_counter() - start
     print_report(results)
     print(f"wall time {wall:.0f} s ({args.jobs} job(s)), device {args.device}, dtypes {','.join(dtypes)}")
@@ -283,7 +286,9 @@ def main(argv=None) -> int:
                 "torch": torch.__version__}
         pathlib.Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     if args.write_expected:
-        if args.filter or set(dtypes) != set(SWEEP_DTYPES):
+        if args.dynamic:
+            print("--write-expected ignored with --dynamic (the expected failures are the static sweep's)")
+        elif args.filter or set(dtypes) != set(SWEEP_DTYPES):
             print("--write-expected ignored with --filter or --dtypes (it needs a full run)")
         else:
             write_expected(results, args.device, known_reasons=KNOWN_REASONS)

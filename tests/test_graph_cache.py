@@ -126,18 +126,20 @@ graph_cache.graph_key = lambda *a: seen.append(original(*a)) or seen[-1]
 def model(x, y):
     return (x.t() + y).sin() * torch.tensor([1.0, 2.0, 3.0], device=x.device)
 x = torch.randn(3, 3, device=sys.argv[1])
-out = torch.compile(model, backend="tritonize")(x, x)
+out = torch.compile(model, backend="tritonize", dynamic=sys.argv[2] == "dynamic")(x, x)
 torch.testing.assert_close(out, model(x, x))
 print("KEY", seen[0], dict(graph_cache.STATS))
 """
 
 
-def test_key_is_stable_across_processes_and_a_second_process_hits(cache, device):
-    # The graph cache alone: a Dynamo-level hit would not look the aten graph up.
+@pytest.mark.parametrize("sizes", ["static", "dynamic"])
+def test_key_is_stable_across_processes_and_a_second_process_hits(cache, device, sizes):
+    # The graph cache alone: a Dynamo-level hit would not look the aten graph up. With dynamic
+    # sizes the key holds the symbols' names, which Dynamo derives from the inputs' sources.
     env = dict(os.environ, PYTHONPATH=SRC, TRITONIZE_CACHE_DIR=str(cache), TRITONIZE_DYNAMO_CACHE="0")
     outputs = []
     for _ in range(2):
-        result = subprocess.run([sys.executable, "-c", KEY_SCRIPT, device], capture_output=True, text=True,
+        result = subprocess.run([sys.executable, "-c", KEY_SCRIPT, device, sizes], capture_output=True, text=True,
                                 timeout=300, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         outputs.append(next(line for line in result.stdout.splitlines() if line.startswith("KEY")))
@@ -211,3 +213,47 @@ def test_deterministic_algorithms_are_part_of_the_key(cache, device, monkeypatch
         torch.use_deterministic_algorithms(previous)
     assert "aten.index_put.default" in report.fallbacks
     assert graph_cache.STATS == {"miss": 2, "store": 2}
+
+
+def _dynamic_report(fn, *args):
+    """fn compiled with dynamic=True from scratch, run on args: (result, Report)."""
+    return tritonize.run_and_explain(fn, *args, dynamic=True)
+
+
+def test_symbolic_graphs_hit_and_reinstall_their_size_guards(cache, device):
+    def fn(x):
+        return (x * 2 + 1).sum(-1)
+
+    x = torch.randn(5, 7, device=device)
+    result, cold = _dynamic_report(fn, x)
+    assert graph_cache.STATS == {"miss": 1, "store": 1} and "ks0" in cold.wrapper
+    assert cold.guards  # int32 indexing, guarded on the sizes' product
+    y = torch.randn(9, 3, device=device)
+    warm_result, warm = _dynamic_report(fn, y)
+    assert graph_cache.STATS["hit"] == 1 and warm.wrapper == cold.wrapper and warm.guards == cold.guards
+    assert_same(warm_result, fn(y))
+    assert_same(result, fn(x))
+
+
+def test_a_stored_guard_that_fails_here_means_compiling_afresh(cache, device, monkeypatch):
+    from tritonize.ir.sizes import SizeOracle
+
+    def fn(x):
+        return x.cos() - 1
+
+    _dynamic_report(fn, torch.randn(6, 4, device=device))
+    monkeypatch.setattr(SizeOracle, "holds_at_hint", lambda self, condition: False)  # sizes past the guard
+    result, report = _dynamic_report(fn, torch.randn(6, 4, device=device))
+    assert graph_cache.STATS["hit"] == 0 and graph_cache.STATS["miss"] == 2
+    assert report.guards
+
+
+def test_parse_condition_reads_stored_guards_over_this_shape_env():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from tritonize.ir.sizes import SizeOracle
+
+    env = ShapeEnv()
+    s0 = env.create_unbacked_symint().node.expr  # any symbol the ShapeEnv knows
+    oracle = SizeOracle(env)
+    condition = graph_cache.parse_condition(f"{s0.name}*3 <= 2147483647", oracle)
+    assert condition.free_symbols == {s0}

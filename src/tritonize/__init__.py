@@ -44,11 +44,12 @@ def explain(fn, *args, options: dict | None = None, **kwargs) -> Report:
     return run_and_explain(fn, *args, options=options, **kwargs)[1]
 
 
-def run_and_explain(fn, *args, options: dict | None = None, **kwargs):
-    """explain(), also returning what the compiled `fn` returned: (outputs, Report)."""
+def run_and_explain(fn, *args, options: dict | None = None, dynamic: bool | None = None, **kwargs):
+    """explain(), also returning what the compiled `fn` returned: (outputs, Report). dynamic: as
+    torch.compile's (True: every size symbolic)."""
     torch._dynamo.reset()
     recorder: list = []
-    compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder))
+    compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder), dynamic=dynamic)
     with _backward_compiled_with_forward():
         outputs = compiled(*args, **kwargs)
     artifacts = [a for a in recorder if a != "graph"]

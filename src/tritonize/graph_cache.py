@@ -15,8 +15,14 @@ The key covers everything that can change the generated code:
 * the options that reach code generation (config.code_options: mode, fallback, fallback_random);
 * torch, triton, Python and tritonize versions (tritonize's: a hash of its source files), the
   default dtype, the float32 matmul precision and whether deterministic algorithms are on.
-Graphs that cannot be keyed (symbolic sizes, unknown input types) and graphs run through aten
-are not cached; neither is anything while a debug directory is set (so every stage is dumped).
+Graphs with symbolic sizes are keyed by the same text (sizes and strides as expressions over the
+ShapeEnv's symbols, whose names Dynamo derives from the inputs' sources), each symbol's range,
+and each SymInt input's expression. The guards a compile added on sizes (ir/sizes.py: int32
+indexing) are stored with the entry; a hit evaluates them at this process's sizes: all true,
+they are added to this ShapeEnv (Dynamo installs them as on a compile) and the entry is used;
+one false, the code was generated for other sizes and the graph compiles afresh.
+Graphs that cannot be keyed (unknown input types) and graphs run through aten are not cached;
+neither is anything while a debug directory is set (so every stage is dumped).
 Entries are checksummed and written atomically (runtime/disk_cache.py); a damaged or unloadable
 entry is a miss, reported at debug level, and is replaced by the fresh compile.
 """
@@ -29,9 +35,11 @@ import json
 import logging
 import platform
 
+import sympy
 import torch
 
 from .config import code_options
+from .ir.sizes import SizeOracle
 from .pipeline import CompiledGraph, compile_graph
 from .report import GraphArtifacts, KernelInfo
 from .runtime import disk_cache
@@ -50,7 +58,7 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
         STATS["uncached"] += 1
         return compile_graph(gm, example_inputs, options, graph_id)
     path = directory / f"{key}.entry"
-    hit = _load(path)
+    hit = _load(path, example_inputs)
     if hit is not None:
         STATS["hit"] += 1
         log.debug("tritonize cache: graph %d is a hit (%s)", graph_id, key)
@@ -85,6 +93,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
     inputs = [_input_key(x) for x in example_inputs]
     if any(k is None for k in inputs):
         return None
+    inputs.append(symbol_ranges(example_inputs))
     try:
         text = graph_text(gm)
         with real_tensors():
@@ -113,15 +122,37 @@ def graph_text(gm: torch.fx.GraphModule) -> str:
 
 def _input_key(value):
     if isinstance(value, torch.Tensor):
-        sizes = list(value.shape) + list(value.stride())
-        if not all(type(s) is int for s in sizes):
-            return None  # symbolic sizes
         negated = ["neg"] if value.is_neg() else []  # the wrapper resolves the bit (InputBuffer)
-        return ["tensor", list(value.shape), list(value.stride()), str(value.dtype), str(value.device),
-                value.requires_grad] + negated
+        return ["tensor", _sizes_key(value.shape), _sizes_key(value.stride()), _sizes_key([value.storage_offset()]),
+                str(value.dtype), str(value.device), value.requires_grad] + negated
+    if isinstance(value, torch.SymInt):
+        return ["symint", str(value.node.expr)]
     if value is None or type(value) in (bool, int, float, str):
         return [type(value).__name__, value]
     return None
+
+
+def _sizes_key(values) -> list:
+    """Ints as they are, symbolic sizes as their expression's text."""
+    return [s if type(s) is int else str(s.node.expr) for s in values]
+
+
+def symbol_ranges(example_inputs) -> list:
+    """[symbol, lower, upper] of every symbol the inputs' sizes use (empty for a static graph)."""
+    oracle = SizeOracle.of(example_inputs)
+    if oracle.shape_env is None:
+        return []
+    found = set()
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            found |= value.node.expr.free_symbols
+        elif isinstance(value, torch.Tensor):
+            for s in list(value.shape) + list(value.stride()) + [value.storage_offset()]:
+                if isinstance(s, torch.SymInt):
+                    found |= s.node.expr.free_symbols
+    ranges = oracle.shape_env.var_to_range
+    return [[s.name, str(ranges[s].lower), str(ranges[s].upper)] for s in sorted(found, key=lambda s: s.name)
+            if s in ranges]
 
 
 def constants_digest(gm: torch.fx.GraphModule) -> list:
@@ -182,6 +213,7 @@ def serialize_graph(compiled: CompiledGraph) -> bytes | None:
         "clones": [list(c) for c in art.clones],
         "constants": constants,
         "output_strides": _plain_strides(compiled.output_strides),
+        "guards": list(art.guards),
     }
     return json.dumps(entry).encode()
 
@@ -215,26 +247,60 @@ def _decode_tensor(data: dict) -> torch.Tensor:
     return out
 
 
-def _load(path) -> CompiledGraph | None:
+def _load(path, example_inputs=()) -> CompiledGraph | None:
     payload = disk_cache.read_entry(path)
     if payload is None:
         return None
     try:
-        return load_graph(payload)
+        return load_graph(payload, example_inputs)
+    except StaleGuards as err:
+        log.debug("tritonize cache: graph entry %s was generated for other sizes: %s", path, err)
+        return None
     except Exception as err:  # never crash on a cache entry: recompile instead
         log.debug("tritonize cache: ignoring graph entry %s: %s: %s", path, type(err).__name__, err)
         return None
 
 
-def load_graph(payload: bytes) -> CompiledGraph:
-    """The graph serialize_graph described, its wrapper imported; raises on a malformed payload."""
+class StaleGuards(Exception):
+    """A stored graph's size guard does not hold at this process's sizes."""
+
+
+def reinstall_guards(guards: list[str], example_inputs) -> None:
+    """Evaluate the stored size guards here; all true: add them to this ShapeEnv, as the compile
+    that generated the code did. One false: StaleGuards (the caller compiles afresh)."""
+    if not guards:
+        return
+    oracle = SizeOracle.of(example_inputs)
+    if oracle.shape_env is None:
+        raise StaleGuards("no ShapeEnv to hold the guards")
+    conditions = [parse_condition(text, oracle) for text in guards]
+    for text, condition in zip(guards, conditions):
+        if not oracle.holds_at_hint(condition):
+            raise StaleGuards(text)
+    for condition in conditions:
+        oracle.install(condition)
+
+
+def parse_condition(text: str, oracle: SizeOracle):
+    """A guard's text (ir/sizes.py's) over this ShapeEnv's symbols."""
+    from .ir.symbols import FloorDiv, ModularIndexing
+
+    names = {s.name: s for s in oracle.shape_env.var_to_range}
+    return sympy.sympify(text, locals=dict(names, FloorDiv=FloorDiv, ModularIndexing=ModularIndexing))
+
+
+def load_graph(payload: bytes, example_inputs=()) -> CompiledGraph:
+    """The graph serialize_graph described, its wrapper imported; raises on a malformed payload
+    (StaleGuards when its size guards do not hold for example_inputs)."""
     entry = json.loads(payload)
+    guards = list(entry.get("guards", []))
+    reinstall_guards(guards, example_inputs)
     with real_tensors():
         constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
     artifacts = GraphArtifacts(
         [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
         [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
-        clones=[tuple(c) for c in entry["clones"]])
+        clones=[tuple(c) for c in entry["clones"]], guards=guards)
     module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
     module.CONSTANTS.update(constants)
     strides = entry["output_strides"]

@@ -67,6 +67,11 @@ class Report:
         return cls(kernels, fallbacks, reasons, externs, "\n\n".join(wrappers), graphs, clones,
                    list(artifacts))
 
+    @property
+    def guards(self) -> list[str]:
+        """The guards on symbolic sizes the graphs' compiles added (dynamic shapes)."""
+        return [guard for art in self.sections for guard in art.guards]
+
     def fallbacks_in(self, role: str) -> collections.Counter:
         """The fallbacks of the aten graphs of one role ("inference", "forward", "backward")."""
         return collections.Counter(op for art in self.sections if art.role == role for op, _ in art.fallbacks)

@@ -152,6 +152,7 @@ class _BodyWriter:
         self.counter = 0
         self.pointers: dict[str, str] = {}
         self.has_checks = False  # set by codegen/indirect.py
+        self.size_renames: dict = {}  # symbolic sizes: ShapeEnv symbol -> the kernel's ks parameter
         self.base_mask = self._base_mask()
 
     def _base_mask(self):
@@ -179,6 +180,12 @@ class _BodyWriter:
             count = sum(1 for p in self.pointers.values() if p.startswith(prefix))
             self.pointers[buffer_name] = f"{prefix}{count}"
         return self.pointers[buffer_name]
+
+    def varies(self, index) -> bool:
+        """Whether an index changes across the block (holds an iteration or an indirect
+        symbol), not only size parameters: a constant index is a scalar in Triton."""
+        params = set(self.size_renames.values())
+        return bool(sympy.sympify(index).free_symbols - params)
 
     def is_host_scalar(self, buffer_name: str) -> bool:
         return getattr(self.buffers.get(buffer_name), "host_scalar", False)
@@ -216,7 +223,7 @@ class _BodyWriter:
             return self._load(e, mask)
         if e.op == "indirect":
             return render_indirect(self, e, mask)
-        if e.op == "index_expr" and not self.space.rewrite.get(e.args[0], e.args[0]).free_symbols:
+        if e.op == "index_expr" and not self.varies(self.space.rewrite.get(e.args[0], e.args[0])):
             return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {triton_dtype(e.dtype)})"
         if e.op == "index_expr":
             return self.new_var(f"({self.index_text(e.args[0])}).to({triton_dtype(e.dtype)})")
@@ -257,7 +264,7 @@ class _BodyWriter:
             return self.new_var(f"tl.full([], {pointer}, {triton_dtype(self.buffers[name].layout.dtype)})")
         indirect = has_indirect(rewritten)
         rewritten = resolve(self, rewritten)
-        if not rewritten.free_symbols:
+        if not self.varies(rewritten):
             return self.new_var(f"tl.load({pointer} + {print_index(rewritten)})")
         offset = _parenthesize(print_index(rewritten))
         if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
@@ -271,7 +278,7 @@ class _BodyWriter:
 
     def store(self, buffer: ComputedBuffer, index, value: str) -> None:
         index_text = print_index(index)
-        if not index.free_symbols:
+        if not self.varies(index):
             index_text += " + 0 * xindex" if not self.space.is_2d else " + 0 * (xindex + yindex)"
         mask_text = f", {self.base_mask}" if self.base_mask else ""
         pointer = self.pointer(buffer.name, stored=True)

@@ -384,7 +384,7 @@ class _ReductionWriter(_BodyWriter):
 
     def store_at(self, member: Member, index, value: str) -> None:
         text = print_index(index)
-        if not index.free_symbols:
+        if not self.varies(index):
             text += " + 0 * xindex"
         mask = self._mask_of(member)
         mask_text = f", {mask}" if mask else ""

@@ -81,8 +81,10 @@ def buffer_value(name: str, layout: Layout) -> TensorValue:
     return TensorValue(layout.size, layout.dtype, layout.device, body)
 
 
-def strided_view_of(value: TensorValue):
-    """(buffer name, size, stride, offset) if value reads one buffer at an affine index, else None."""
+def strided_view_of(value: TensorValue, sizes=None):
+    """(buffer name, size, stride, offset) if value reads one buffer at an affine index, else None.
+    sizes: the graph's SizeOracle, whose ranges may show a symbolic coefficient non-negative
+    (a select at a symbolic index: Dynamo's guards keep the index in range)."""
     from .symbols import affine_coefficients
 
     body = value.body
@@ -90,7 +92,12 @@ def strided_view_of(value: TensorValue):
         return None
     dims = dim_vars(value.rank)
     coeffs = affine_coefficients(body.args[1], dims)
-    if coeffs is None or any(c < 0 if isinstance(c, int) else not c.is_nonnegative for c in coeffs.values()):
+
+    def negative(c) -> bool:
+        if isinstance(c, int):
+            return c < 0
+        return not (c.is_nonnegative or (sizes is not None and sizes.known_le(0, c)))
+    if coeffs is None or any(negative(c) for c in coeffs.values()):
         return None
     stride = tuple(coeffs.get(d, 0) for d in dims)
     return body.args[0], value.size, stride, coeffs.get(1, 0)

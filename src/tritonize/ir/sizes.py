@@ -189,6 +189,18 @@ class SizeOracle:
         env = self.shape_env
         return env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val  # torch 2.11
 
+    def holds_at_hint(self, condition) -> bool:
+        """Whether a condition over backed symbols holds at the example sizes (no guard)."""
+        values = {s: v for s, v in self._backed().items() if s in condition.free_symbols}
+        if condition.free_symbols - set(values):
+            return False
+        return bool(sympy.sympify(condition).xreplace({s: sympy.Integer(int(v)) for s, v in values.items()}))
+
+    def install(self, condition) -> None:
+        """Add a guard that holds at the example sizes (a stored graph's, graph_cache.py)."""
+        self.shape_env.evaluate_expr(_to_shape_env(condition))
+        self.guards.append(str(condition))
+
     def guard_at_most(self, value: Size, limit: int) -> bool:
         """value <= limit, guarded when it holds at the example sizes but is not proven; False
         (and nothing guarded) when it does not hold at the example sizes, or value has no hint

@@ -22,6 +22,7 @@ from ..ir.nodes import (
     contiguous_strides,
     strided_view_of,
 )
+from ..codegen.ops_table import TRITON_DTYPES
 from ..errors import Unsupported
 from .dtypes import symbolic_size
 
@@ -70,6 +71,8 @@ class LoweringContext:
         """Materialize value into a new buffer written by a generated kernel."""
         if any(s == 0 for s in value.size):
             return self._empty_buffer(value)
+        if value.dtype not in TRITON_DTYPES:  # (a complex aten result copied to another layout)
+            raise Unsupported(f"a {value.dtype} buffer would need a generated kernel")
         stride = tuple(stride) if stride is not None else contiguous_strides(value.size)
         layout = Layout(tuple(value.size), stride, 0, value.dtype, value.device)
         origins = list(dict.fromkeys(value.origins + (self.origin(),)))

@@ -273,7 +273,10 @@ def _realize_shared_base(ctx, node, value):
 def _aliases_input(node) -> bool:
     """True when eager's output is a view of a graph input (so ours may be one too)."""
     while isinstance(node, torch.fx.Node) and node.op == "call_function":
-        if getattr(node.target, "overloadpacket", None) not in VIEW_OPS:
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
+                getattr(node.args[0].target, "overloadpacket", None) in MULTI_VIEW_OPS:
+            node = node.args[0]  # one piece of a split: a view of the split's input
+        elif getattr(node.target, "overloadpacket", None) not in VIEW_OPS:
             return False
         node = node.args[0]
     return isinstance(node, torch.fx.Node) and node.op in ("placeholder", "get_attr")
@@ -307,13 +310,17 @@ def _lower_output(ctx, node, env) -> GraphOutput:
         return GraphOutput(None, value)
     meta = node.meta.get("val")
     stride = dense_strides(meta) if isinstance(meta, torch.Tensor) else contiguous_strides(value.size)
-    view = strided_view_of(value)
+    view = strided_view_of(value, ctx.sizes)
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
         eager_stride = symbolic_size(meta.stride()) if meta is not None else stride
         same_strides = _same_strides(value.size, view[2], eager_stride)
         if same_strides and (not from_input or _aliases_input(node)):
             return GraphOutput(ctx.realize(value))
+    if _aliases_input(node):
+        # AOTAutograd rebuilds an output that aliases an input from our result's size, stride
+        # and offset, on the input: a copy would give it the wrong elements.
+        raise Unsupported(f"output {node.name} is a view of an input that is not expressible as one here")
     buffer = ctx.compute_buffer(value, stride)
     return GraphOutput(ctx.realize(buffer_value(buffer.name, buffer.layout)))
 
