@@ -20,6 +20,8 @@ def print_index(expr: sympy.Expr) -> str:
         return f"({inner} % {_operand(n)})"
     if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # a symbolic size squared...
         return "(" + " * ".join([_operand(expr.base)] * int(expr.exp)) + ")"
+    if expr.func.__name__ in ("Min", "Max"):  # sympy's or the ShapeEnv's, over sizes
+        return _print_extremum("min" if expr.func.__name__ == "Min" else "max", list(expr.args))
     if expr.is_Add:
         return _print_add(expr)
     if expr.is_Mul:
@@ -31,6 +33,14 @@ def print_index(expr: sympy.Expr) -> str:
         factors = [print_index(f) for f in expr.args]
         return " * ".join(factors)
     raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def _print_extremum(name: str, args: list) -> str:
+    """min(a, min(b, c)): Python's builtins in the wrapper; in kernels Triton maps them to
+    tl.minimum / tl.maximum (two operands each)."""
+    if len(args) == 1:
+        return print_index(args[0])
+    return f"{name}({print_index(args[0])}, {_print_extremum(name, args[1:])})"
 
 
 def _operand(expr: sympy.Expr) -> str:

@@ -6,6 +6,7 @@ import torch
 from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue
+from ..ir.sizes import is_symbolic
 from ..ir.symbols import dim_var
 from .pointwise import broadcast_index, output_of
 from .registry import lowering
@@ -80,9 +81,16 @@ def _arange(node, start, step) -> TensorValue:
     size, dtype, device = output_of(node)
     compute = torch.float64 if dtype.is_floating_point else torch.int64
     index = ex.to_dtype(ex.index_expr(dim_var(0), torch.int64), compute)
-    scaled = index if step == 1 else ex.op("mul", index, ex.constant(step, compute), dtype=compute)
-    body = scaled if start == 0 else ex.op("add", scaled, ex.constant(start, compute), dtype=compute)
+    scaled = index if step == 1 else ex.op("mul", index, _number(step, compute), dtype=compute)
+    body = scaled if start == 0 else ex.op("add", scaled, _number(start, compute), dtype=compute)
     return TensorValue(size, dtype, device, ex.to_dtype(body, dtype))
+
+
+def _number(value, dtype) -> ex.Expr:
+    """A constant, or a symbolic int (a SymInt argument: arange(x.shape[0], 2 * x.shape[0]))."""
+    if is_symbolic(value):
+        return ex.to_dtype(ex.index_expr(value, torch.int64), dtype)
+    return ex.constant(value, dtype)
 
 
 @lowering(aten.arange.default)

@@ -178,6 +178,12 @@ def _lower_call(ctx, node, env):
             value = lowering(ctx, node, *args, **kwargs)
         except Unsupported as err:
             reason = str(err)
+        except TypeError as err:
+            if not _symbolic_size_question(err):
+                raise CompileError("lowering", f"{type(err).__name__}: {err}", node) from err
+            # a lowering that needs a size as a number (or a comparison of symbolic sizes that
+            # only a guard could answer): this op runs through aten, the graph stays generated
+            reason = f"symbolic sizes ({err})"
         except CompileError:
             raise  # already names the stage and node
         except Exception as err:
@@ -299,6 +305,15 @@ def dense_strides(meta: torch.Tensor):
             return contiguous_strides(size)
         expected = expected * size[k]
     return stride
+
+
+SYMBOLIC_SIZE_QUESTIONS = ("cannot determine truth value of Relational", "Cannot convert symbols to int",
+                           "Cannot convert expression to float")
+
+
+def _symbolic_size_question(err: TypeError) -> bool:
+    """sympy's error when a lowering treats a symbolic size as a number."""
+    return any(text in str(err) for text in SYMBOLIC_SIZE_QUESTIONS)
 
 
 def _lower_output(ctx, node, env) -> GraphOutput:
