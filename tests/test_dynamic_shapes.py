@@ -283,3 +283,31 @@ def test_an_op_that_needs_a_size_as_a_number_runs_through_aten_alone():
     graphs, artifacts, messages = run_at_sizes(fn, [[(3, 4), (5, 4)], [(4, 6), (9, 6)]])
     assert graphs == 1 and not messages
     assert all(a.kernels for a in artifacts)
+
+
+def test_batch_norm_training_with_a_dynamic_batch_is_generated():
+    """The running variance's unbiased correction is N / (N - 1) of symbolic sizes: a float the
+    kernels compute as eager's Python division does."""
+    torch.manual_seed(0)
+    eager = torch.nn.BatchNorm2d(3).to(DEVICE)
+    model = torch.nn.BatchNorm2d(3).to(DEVICE)
+    recorder = []
+    compiled = torch.compile(model, backend=make_backend(recorder=recorder), dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch, side in ((4, 5), (6, 3), (3, 7)):
+            x = randn(batch, 3, side, side)
+            assert_same(compiled(x), eager(x))
+            assert_same(model.running_var, eager.running_var)
+            assert_same(model.running_mean, eager.running_mean)
+    assert not [w for w in caught if "runs through aten" in str(w.message)]
+    assert all(a.kernels and not a.eager_reason for a in recorder if a != "graph")
+
+
+def test_a_ratio_of_sizes_prints_as_a_division():
+    import sympy
+    from tritonize.codegen.index_printer import print_index
+
+    n = sympy.Symbol("s0", integer=True, positive=True)
+    text = print_index(n / (n - 1))
+    assert "/" in text and "//" not in text and eval(text, {"s0": 5}) == 5 / 4  # Python's float division

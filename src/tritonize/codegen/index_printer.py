@@ -12,6 +12,9 @@ def print_index(expr: sympy.Expr) -> str:
         return str(int(expr))
     if expr.is_Symbol:
         return expr.name
+    numerator, denominator = sympy.fraction(expr)
+    if denominator != 1:  # a ratio of sizes (a float, lower/symbolic.py): the wrapper's a / b
+        return f"({print_index(numerator)} / {_operand(denominator)})"
     if isinstance(expr, FloorDiv):
         return f"({print_index(expr.args[0])} // {_operand(expr.args[1])})"
     if isinstance(expr, ModularIndexing):

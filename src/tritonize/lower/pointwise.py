@@ -34,6 +34,11 @@ def operand(arg, out_size, dtype: torch.dtype) -> ex.Expr:
     if isinstance(arg, (bool, int, float)):
         return ex.constant(arg, dtype)
     if isinstance(arg, sympy.Expr):  # a symbolic size used as a number (ir/sizes.py)
+        numerator, denominator = sympy.fraction(arg)
+        if denominator != 1:  # a ratio of sizes (lower/symbolic.py): a / b in double precision
+            ratio = ex.op("truediv", ex.to_dtype(ex.index_expr(numerator, torch.int64), torch.float64),
+                          ex.to_dtype(ex.index_expr(denominator, torch.int64), torch.float64), dtype=torch.float64)
+            return ex.to_dtype(ratio, dtype)
         return ex.to_dtype(ex.index_expr(arg, torch.int64), dtype)
     raise Unsupported(f"operand of type {type(arg).__name__}")
 

@@ -51,6 +51,20 @@ for _op, _fn in INT_ARITHMETIC.items():
     lowering(_op)(lambda ctx, node, *args, _fn=_fn: as_size(_fn(*args)))
 
 
+def _truediv(a, b):
+    """A ratio of sizes (decompositions write N / (N - 1) for an unbiased variance): Python's
+    float a / b, kept as the exact fraction; pointwise operands (lower/pointwise.py) and the
+    wrapper (codegen/index_printer.py) evaluate it as a / b in double precision."""
+    if any(isinstance(v, (float, sympy.Float)) for v in (a, b)):
+        raise Unsupported("a division of a float by a size")
+    if isinstance(a, int) and isinstance(b, int):
+        return a / b
+    return sympy.sympify(a) / sympy.sympify(b)
+
+
+lowering(operator.truediv)(lambda ctx, node, a, b: _truediv(a, b))
+
+
 @lowering(torch.sym_float)
 def lower_sym_float(ctx, node, value):
     """A size as a number: kept as the integer expression; an operand of a float op is cast to
