@@ -311,3 +311,22 @@ def test_a_ratio_of_sizes_prints_as_a_division():
     n = sympy.Symbol("s0", integer=True, positive=True)
     text = print_index(n / (n - 1))
     assert "/" in text and "//" not in text and eval(text, {"s0": 5}) == 5 / 4  # Python's float division
+
+
+@pytest.mark.parametrize("case", ["select", "split", "narrow"])
+def test_outputs_that_alias_inputs_at_symbolic_offsets_are_views_of_them(case):
+    """An int argument becomes a SymInt with dynamic=True: the output's offset into the input is
+    symbolic. It is returned as eager's view of the input (AOTAutograd rebuilds aliasing outputs
+    from our result's layout: a copy gave the input's first slice)."""
+    fns = {"select": lambda x, i: x.select(1, i),
+           "split": lambda x, i: torch.split(x, i, 1),
+           "narrow": lambda x, i: x.narrow(0, i, 2)}
+    fn = fns[case]
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for shape, index in (((5, 6, 4), 2), ((7, 8, 3), 3)):
+        x = randn(*shape)
+        expected, actual = fn(x, index), compiled(x, index)
+        for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+            assert_same(a, e)
+            assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset())
+            assert a.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()

@@ -127,6 +127,10 @@ class LoweringContext:
                 return self.realize_value(value)
         return value
 
+    def tensor_arg(self, name, size, stride, offset) -> TensorArg:
+        """A view of an existing buffer."""
+        return self._tensor_arg(name, size, stride, offset)
+
     def _tensor_arg(self, name, size, stride, offset) -> TensorArg:
         layout = self.buffers[name].layout
         plain = (tuple(size) == layout.size and tuple(stride) == layout.stride and offset == layout.offset)

@@ -132,6 +132,9 @@ def check_symbols_bound(graph: GraphIR) -> None:
     used = set()
     for buffer in graph.buffers.values():
         used |= size_symbols(buffer.layout.size + buffer.layout.stride + (buffer.layout.offset,))
+    for out in graph.outputs:  # views of inputs returned as eager laid them out
+        if out.view is not None:
+            used |= size_symbols(tuple(out.view.size) + tuple(out.view.stride) + (out.view.offset,))
     missing = used - set(graph.symbol_sources)
     if missing:
         raise Unsupported(f"sizes {sorted(map(str, missing))} cannot be read from the graph's inputs")
@@ -288,6 +291,25 @@ def _aliases_input(node) -> bool:
     return isinstance(node, torch.fx.Node) and node.op in ("placeholder", "get_attr")
 
 
+def _alias_root(node):
+    """The graph input an aliasing output is a view of (see _aliases_input)."""
+    while node.op == "call_function":
+        node = node.args[0].args[0] if node.target is operator.getitem else node.args[0]
+    return node
+
+
+def _input_alias_view(ctx, node, meta):
+    """An output eager returns as a view of a graph input, as eager laid it out (size, stride and
+    storage offset from the trace): right at every size, since eager's own result is that view.
+    None when the input is not one of our input buffers or the trace has no layout."""
+    base = ctx.values.get(_alias_root(node))
+    view = strided_view_of(base) if isinstance(base, TensorValue) and isinstance(meta, torch.Tensor) else None
+    if view is None or not isinstance(ctx.buffers[view[0]], InputBuffer):
+        return None
+    offset = as_size(meta.storage_offset()) - ctx.storage_offset_of(view[0])
+    return ctx.tensor_arg(view[0], symbolic_size(meta.shape), symbolic_size(meta.stride()), offset)
+
+
 def _is_dense(meta: torch.Tensor) -> bool:
     stride = symbolic_size(meta.stride())
     return _same_strides(symbolic_size(meta.shape), dense_strides(meta), stride)
@@ -335,7 +357,10 @@ def _lower_output(ctx, node, env) -> GraphOutput:
     if _aliases_input(node):
         # AOTAutograd rebuilds an output that aliases an input from our result's size, stride
         # and offset, on the input: a copy would give it the wrong elements.
-        raise Unsupported(f"output {node.name} is a view of an input that is not expressible as one here")
+        alias = _input_alias_view(ctx, node, meta)
+        if alias is None:
+            raise Unsupported(f"output {node.name} is a view of an input that is not expressible as one here")
+        return GraphOutput(alias)
     buffer = ctx.compute_buffer(value, stride)
     return GraphOutput(ctx.realize(buffer_value(buffer.name, buffer.layout)))
 
