@@ -281,20 +281,19 @@ def _realize_shared_base(ctx, node, value):
 
 def _aliases_input(node) -> bool:
     """True when eager's output is a view of a graph input (so ours may be one too)."""
+    root = _alias_root(node)
+    return isinstance(root, torch.fx.Node) and root.op in ("placeholder", "get_attr")
+
+
+def _alias_root(node):
+    """The node a chain of views (and split pieces) starts from, or None when a link is no view."""
     while isinstance(node, torch.fx.Node) and node.op == "call_function":
         if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
                 getattr(node.args[0].target, "overloadpacket", None) in MULTI_VIEW_OPS:
             node = node.args[0]  # one piece of a split: a view of the split's input
         elif getattr(node.target, "overloadpacket", None) not in VIEW_OPS:
-            return False
+            return None
         node = node.args[0]
-    return isinstance(node, torch.fx.Node) and node.op in ("placeholder", "get_attr")
-
-
-def _alias_root(node):
-    """The graph input an aliasing output is a view of (see _aliases_input)."""
-    while node.op == "call_function":
-        node = node.args[0].args[0] if node.target is operator.getitem else node.args[0]
     return node
 
 

@@ -30,6 +30,7 @@ import re
 import threading
 import warnings
 
+import triton
 from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
@@ -230,7 +231,7 @@ class GpuKernel(GeneratedKernel):
         self._compiles: dict = {}  # (config, ArgSpec) -> compile handle, shared by buckets
         self.variants: dict = {}  # ArgSpec, or (ArgSpec, bucket) -> guarded launch function
         self._hot_spec = None  # the ArgSpec of the variant self.launch goes to
-        self.pending: dict = {}  # the same keys -> _Pending
+        self.pending: dict = {}  # ArgSpec -> _Pending started at import (static sizes)
         self.launch = self._fallback
         self._lock = threading.RLock()
         if arg_dtypes is not None and self._numels is None:
@@ -288,7 +289,8 @@ class GpuKernel(GeneratedKernel):
 
     def _bucket(self, args) -> tuple:
         """The size bucket of a launch: each symbolic numel rounded up to a power of two."""
-        return tuple(n if known else _next_power_of_2(n) for n, known in zip(self._numels(*args), self._known_numels))
+        return tuple(n if known else triton.next_power_of_2(max(1, n))
+                     for n, known in zip(self._numels(*args), self._known_numels))
 
     def _compile_many(self, spec: ArgSpec, pending: _Pending):
         known = dict(zip(pending.configs, pending.handles))
@@ -363,7 +365,8 @@ class GpuKernel(GeneratedKernel):
         return self._generic(*args)
 
     def _build(self, spec: ArgSpec, args, bucket=None):
-        pending = self.pending.pop(spec if bucket is None else (spec, bucket), None) or self._submit(spec, bucket=bucket)
+        pending = self.pending.pop(spec, None) if bucket is None else None  # (compiles started at import)
+        pending = pending or self._submit(spec, bucket=bucket)
         try:
             selection = self._select(spec, pending, args)
         except autotune.NoUsableConfig:
@@ -477,10 +480,6 @@ def _numels_function(fn, numel_exprs: dict):
     params = ", ".join(f"{name}=None" for name in fn.arg_names)
     values = ", ".join(f"({numel_exprs.get(name, '1')})" for name in NUMEL_NAMES)
     return eval(f"lambda {params}: ({values})", {})  # noqa: S307  (our own generated arithmetic)
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def _grid_function(fn, config, numel_exprs: dict):
