@@ -23,7 +23,8 @@ import types
 import torch
 
 BACKENDS = ("eager", "inductor", "tritonize")  # the default set
-KNOWN_BACKENDS = BACKENDS + ("tritonize-max",)  # tritonize with mode="max-autotune"
+# tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
+KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -53,9 +54,10 @@ def build_backend(name, fn):
         raise ValueError(f"unknown back end {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
     if name == "tritonize-max":
         return import_tritonize().compile(private_copy(fn), mode="max-autotune")
-    if name == "tritonize":
+    base, _, variant = name.partition("-")
+    if base == "tritonize":
         import_tritonize()
-    return torch.compile(private_copy(fn), backend=name)
+    return torch.compile(private_copy(fn), backend=base, dynamic=True if variant == "dynamic" else None)
 
 
 def private_copy(fn):

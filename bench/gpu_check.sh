@@ -3,7 +3,8 @@
 # (eager, Inductor, tritonize) and the demo. Run from the repo root on the GPU machine:
 #   bash bench/gpu_check.sh [pytest selection...]
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
-# Logs and the markdown table go to $OUT when set. BENCH_CASES=a,b limits the benchmark;
+# Logs and the markdown table go to $OUT when set. BENCH_CASES=a,b limits the benchmark,
+# BENCH_BACKENDS=eager,tritonize,tritonize-dynamic picks its back ends;
 # WITH_RUNTIME=1 adds launch overhead and cold/warm compile (about 4 more minutes).
 set -uo pipefail
 OUT=${OUT:-/tmp/tritonize-gpu}
@@ -19,7 +20,8 @@ TRITONIZE_TEST_DEVICE=cuda timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -p 
     2>&1 | grep -v "^DEBUG" > "$OUT/test_gpu.log"
 grep -E "^FAILED|passed|failed" "$OUT/test_gpu.log" | tail -25
 CASES=${BENCH_CASES:-}
-timeout 300 python3 bench/kernels.py ${CASES:+--cases "$CASES"} --markdown "$OUT/kernels.md" 2>&1 \
+BACKENDS=${BENCH_BACKENDS:-}
+timeout ${BENCH_TIMEOUT:-300} python3 bench/kernels.py ${CASES:+--cases "$CASES"} ${BACKENDS:+--backends "$BACKENDS"} --markdown "$OUT/kernels.md" 2>&1 \
     | tee "$OUT/bench.log" | grep -v -i warn | tail -52
 timeout 120 python3 -m tritonize.demo 2>&1 | tail -12
 if [[ -n "${WITH_RUNTIME:-}" ]]; then  # issue 5's (a) and (c): launch overhead, warm vs cold compile

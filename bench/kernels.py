@@ -317,10 +317,23 @@ def summary_lines(rows, backends):
         mean = common.geomean(values)
         return f"{mean:.2f}x (n={len(values)})" if mean else "n/a"
 
+    def worst(slow, fast):
+        values = [(times[(case, slow)] / t, case) for (case, b), t in times.items()
+                  if b == fast and (case, slow) in times]
+        return "{:.2f}x ({})".format(*min(values)) if values else "n/a"
+
     lines = [f"geomean speedup vs eager, {b}: {ratio('eager', b)}" for b in backends if b != "eager"]
     if "inductor" in backends and "tritonize" in backends:
         lines.append("tritonize vs inductor (inductor time / tritonize time, >1 = tritonize faster): "
                      + ratio("inductor", "tritonize"))
+    for mode in ("dynamic",):
+        if "tritonize" in backends and f"tritonize-{mode}" in backends:
+            lines.append(f"{mode} vs static (static time / {mode} time, >= 0.91 is the goal): "
+                         + ratio("tritonize", f"tritonize-{mode}") + ", worst "
+                         + worst("tritonize", f"tritonize-{mode}"))
+        if f"inductor-{mode}" in backends and f"tritonize-{mode}" in backends:
+            lines.append(f"tritonize-{mode} vs inductor-{mode}: "
+                         + ratio(f"inductor-{mode}", f"tritonize-{mode}"))
     if "tritonize" in backends and "tritonize-max" in backends:
         lines.append("max-autotune vs default (default time / max-autotune time, <= 1.10 is the goal): "
                      + ratio("tritonize", "tritonize-max"))
