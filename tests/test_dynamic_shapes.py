@@ -52,6 +52,9 @@ GENERATED = {
     "expand": (lambda x, y: x.unsqueeze(1).expand(-1, y.shape[0], -1) + y, [[(5, 3), (4, 3)], [(7, 3), (6, 3)]]),
     "flip": (lambda x: x.flip(0) + 1, [[(5, 3)], [(7, 4)]]),
     "size_as_number": (lambda x: x * x.shape[0] + x.shape[1], [[(5, 3)], [(7, 4)]]),
+    # a size to a float power: Dynamo traces scalar_tensor(size) ** -0.5 (the attention scale)
+    "size_to_a_float_power": (lambda x, m: torch.softmax(x * (x.shape[-1] ** -0.5) + m, -1),
+                              [[(2, 5, 6), (2, 1, 6)], [(3, 7, 9), (3, 1, 9)]]),
     "permute_3d": (lambda x: x.permute(2, 0, 1).contiguous() + 1, [[(5, 3, 4)], [(7, 4, 6)]]),
     "transposed_output": (lambda x: x.transpose(0, 1) * 2, [[(5, 3)], [(7, 4)]]),
     "where": (lambda x: torch.where(x > 0, x, torch.zeros_like(x)), [[(5, 3)], [(7, 4)]]),
@@ -330,3 +333,26 @@ def test_outputs_that_alias_inputs_at_symbolic_offsets_are_views_of_them(case):
             assert_same(a, e)
             assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset())
             assert a.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_a_reduction_of_symbolic_row_length_has_both_bodies_and_runs_either():
+    """A row of symbolic length: one kernel with a persistent and a looped body; short rows run
+    the first (RBLOCK: the row's power of two), rows past the register limit the second."""
+    fn = lambda x: (torch.softmax(x, -1), torch.var_mean(x, -1))  # noqa: E731
+    graphs, artifacts, messages = run_at_sizes(fn, [[(3, 5)], [(2, 100)], [(2, 9000)], [(4, 33)]],
+                                               atol=1e-5, rtol=1e-4)
+    assert graphs == 1 and not messages
+    [kernel] = artifacts[0].kernels
+    assert kernel.kind == "adaptive_reduction" and "if PERSISTENT:" in kernel.source
+    assert "for roffset in range(" in kernel.source.split("else:")[1]
+
+
+def test_long_reductions_of_symbolic_length_are_split_as_the_example_would_be():
+    """A few long rows use the whole GPU in two kernels: the split count is the example's, the
+    chunk each partial reduces is symbolic, and any size stays right (chunks past the end are
+    masked)."""
+    fn = lambda x: (x.sum(), x.amax(), x.sum(0))  # noqa: E731
+    graphs, artifacts, messages = run_at_sizes(fn, [[(20000, 4)], [(17, 5)], [(30001, 3)]], atol=1e-3, rtol=1e-4)
+    assert graphs == 1 and not messages and not artifacts[0].fallbacks
+    kinds = [k.kind for k in artifacts[0].kernels]
+    assert kinds == ["adaptive_reduction", "persistent_reduction"] * 3, kinds  # partials, then their reduction

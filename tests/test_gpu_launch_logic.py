@@ -10,6 +10,7 @@ import time
 import types
 
 import pytest
+import triton
 import torch
 
 import tritonize
@@ -565,3 +566,41 @@ def test_alike_host_launchers_build_one_at_a_time(monkeypatch):
 
     monkeypatch.setattr(driver, "_active", types.SimpleNamespace(launcher_cls=build_together))
     assert build_all([a, other]) == 2
+
+
+def symbolic_kernel(fn, example):
+    """The GpuKernel (on a RecordingEnv) of the one kernel `fn` compiles to with dynamic=True."""
+    recorder = []
+    torch.compile(fn, backend=make_backend(recorder=recorder), dynamic=True)(example)
+    wrapper = next(r for r in recorder if r != "graph").wrapper
+    (source, name, kwargs), = LOAD_SYMBOLIC_KERNEL.findall(wrapper)
+    kw = eval(f"dict({kwargs})", {"torch": torch})
+    module = load_source_module(source, "kernel", interpret=False)
+    shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
+    env = RecordingEnv()
+    return GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__, None, env=env,
+                     numel_exprs=kw["numel_exprs"]), env
+
+
+def test_an_adaptive_reduction_runs_persistent_or_looped_by_size_bucket():
+    """A row of symbolic length: each bucket's configs choose the body. Rows that fit in
+    registers run the persistent body with RBLOCK the bucket's row length; longer rows loop."""
+    kernel, env = symbolic_kernel(lambda x: x.softmax(-1), torch.randn(5, 3))
+    assert kernel.kind == "adaptive_reduction"
+    pointers = [torch.zeros(1 << 16), torch.zeros(1 << 16)]
+    for rows, length in ((8, 100), (8, 120), (3, 9000), (8, 100)):
+        kernel.launch(*pointers, rows, length)
+        blocks = dict(env.launches[-1]["job"].blocks)
+        if length <= 8192:
+            assert blocks["PERSISTENT"] == 1 and blocks["RBLOCK"] == triton.next_power_of_2(length)
+        else:
+            assert blocks["PERSISTENT"] == 0 and blocks["RBLOCK"] <= 4096
+    assert sorted(bucket for _, bucket in kernel.variants) == [(4, 1, 16384), (8, 1, 128)]
+
+    calls = []  # Triton's own launch path (a profiler's hooks): the bucket's config, not the last one
+    kernel.fn = type("Recorder", (), {"arg_names": kernel.fn.arg_names,
+                                      "__getitem__": lambda self, grid: lambda *a, **kw: calls.append(kw)})()
+    kernel._generic(*pointers, 8, 100)
+    kernel._generic(*pointers, 2, 5000)
+    assert (calls[0]["PERSISTENT"], calls[0]["RBLOCK"]) == (1, 128)
+    assert (calls[1]["PERSISTENT"], calls[1]["RBLOCK"]) == (1, 8192)

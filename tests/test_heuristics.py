@@ -1,6 +1,7 @@
 """Launch heuristics (runtime/heuristics.py): the measured first picks for a table of shapes, the
 alternatives default mode times, every candidate within the bounds codegen relies on (masks are
 left out when a size is a multiple of the largest block), and the hints codegen gives them."""
+import dataclasses
 import itertools
 
 import pytest
@@ -219,3 +220,26 @@ def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
     assert (narrow.blocks["YBLOCK"], narrow.blocks["XBLOCK"]) == (128, 2)  # never above a plain tile
     plain_tile = candidates(KernelShape("pointwise", 64, 65536), "default", on_gpu=True)[0]
     assert (plain_tile.blocks["YBLOCK"], plain_tile.blocks["XBLOCK"]) == (128, 64)
+
+
+@pytest.mark.parametrize("rnumel, hint, persistent", [(100, "inner", True), (8192, "inner", True),
+                                                      (8193, "inner", False), (64, "outer", True),
+                                                      (65, "outer", False), (300, None, True)])
+def test_an_adaptive_reduction_takes_the_configs_of_its_bucket_body(rnumel, hint, persistent):
+    """Symbolic row length: a bucket whose rows fit in registers gets the persistent kind's
+    configs with RBLOCK = the row's power of two; longer rows the looped kind's."""
+    from tritonize.runtime.heuristics import adaptive_body, body_config, neighbors
+
+    shape = KernelShape("adaptive_reduction", 4096, 1, rnumel, hint)
+    body = adaptive_body(shape)
+    assert body.kind == ("persistent_reduction" if persistent else "reduction")
+    for mode in ("default", "max-autotune"):
+        configs = candidates(shape, mode, on_gpu=True)
+        assert [body_config(body, c) for c in configs] == candidates(body, mode, on_gpu=True)
+        for config in configs:
+            assert config.blocks["PERSISTENT"] == int(persistent) and is_valid(shape, config)
+            if persistent:
+                assert config.blocks["RBLOCK"] == triton.next_power_of_2(rnumel)
+            assert all(is_valid(shape, step) for step in neighbors(shape, config))
+    wrong_body = dict(configs[0].blocks, PERSISTENT=1 - int(persistent))
+    assert not is_valid(shape, dataclasses.replace(configs[0], blocks=wrong_body))

@@ -11,6 +11,11 @@ Persistent kernels (the row fits in registers) compute every stage on the same t
 byte is read once. Looped kernels walk the row once a stage, keeping per-lane accumulators
 (Welford states for var) and reducing them across lanes after the loop. In-group values are
 registers, never reloaded; a value needed in a later loop is recomputed from its expression.
+
+A row of symbolic length gets both bodies in one kernel ("adaptive_reduction"), behind
+`if PERSISTENT:` (a constexpr: Triton compiles the branch taken alone). The launch config of
+each size bucket chooses: the persistent body, with RBLOCK the bucket's row length, when the
+rows fit in registers, else the looped one (runtime/heuristics.py).
 """
 from __future__ import annotations
 
@@ -23,7 +28,9 @@ from ..ir import expr as ex
 from ..ir.nodes import ReductionBuffer
 from ..ir.sizes import SizeOracle, is_symbolic
 from ..ir.symbols import affine_coefficients, dim_vars, index_symbol, simplify_with_ranges, upper_bound
-from ..runtime.heuristics import MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION
+from ..runtime.heuristics import (
+    ADAPTIVE, MAX_OUTER_PERSISTENT_RBLOCK, MAX_PERSISTENT_RBLOCK, MAX_RBLOCK_LOOPED, MAX_XBLOCK_REDUCTION,
+)
 from .index_printer import print_index
 from .indirect import has_indirect
 from .iteration import merge_dims
@@ -32,8 +39,6 @@ from .ops_table import render_constant, triton_dtype
 from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
 from .symbolic import SizeParameters, is_symbolic_kernel, kernel_size_expressions
 from .symbolic import needs_int64 as symbolic_needs_int64
-
-MAX_OUTER_PERSISTENT_RBLOCK = 64
 
 
 @dataclasses.dataclass
@@ -63,27 +68,49 @@ class RowIteration:
 
 def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:
     """sizes: the graph's SizeOracle when its sizes are symbolic (ir/sizes.py). A row of
-    symbolic length gets the looped kernel, right for any length."""
+    symbolic length gets both bodies, chosen at launch (the module docstring)."""
     members = [_member(group.rows, b) for b in group.buffers]
     plan = plan_rows(group, members, buffers, sizes)
     space, hints = plan.space, plan.hints
     outer = _is_outer_reduction(space, members)
     rblock = triton.next_power_of_2(max(hints[1], 1))
-    persistent = not is_symbolic(space.rnumel) and \
-        rblock <= (MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK)
-    writer = _ReductionWriter(space, buffers, group, members, persistent, plan.use_int64)
-    writer.size_renames = plan.size_params.renames if plan.size_params is not None else {}
-    pairs = {} if persistent else online_softmax_pairs(members)
-    writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
-    writer.write_all(_stages(members, pairs))
-    kind = "persistent_reduction" if persistent else "reduction"
+    if is_symbolic(space.rnumel):
+        kind = ADAPTIVE
+        persistent = _write_body(space, buffers, group, members, plan, persistent=True)
+        writer = _write_body(space, buffers, group, members, plan, persistent=False, after=persistent)
+        body = ["if PERSISTENT:", *_indented(persistent.lines), "else:", *_indented(writer.lines)]
+        writer.has_checks |= persistent.has_checks
+        blocks = ["XBLOCK", "RBLOCK", "PERSISTENT"]
+    else:
+        limit = MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK
+        kind = "persistent_reduction" if rblock <= limit else "reduction"
+        writer = _write_body(space, buffers, group, members, plan, persistent=kind != "reduction")
+        body = ([f"RBLOCK: tl.constexpr = {rblock}"] if writer.persistent else []) + writer.lines
+        blocks = ["XBLOCK"] if writer.persistent else ["XBLOCK", "RBLOCK"]
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
-    source = _assemble(name, params, space, writer, group, persistent, rblock)
+    source = kernel_source(name, params, blocks, _head_lines(space, writer, group) + body)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
                           hint="outer" if outer else "inner", checks=writer.has_checks,
                           numel_exprs=plan.numel_exprs)
+
+
+def _write_body(space, buffers, group, members, plan, persistent: bool, after=None) -> "_ReductionWriter":
+    """One body of the kernel. after: the body written before this one in the same kernel (the
+    other branch of an adaptive one), whose parameter names and temporaries this one continues."""
+    writer = _ReductionWriter(space, buffers, group, members, persistent, plan.use_int64)
+    writer.size_renames = plan.size_params.renames if plan.size_params is not None else {}
+    if after is not None:
+        writer.pointers, writer.loaded, writer.counter = dict(after.pointers), list(after.loaded), after.counter
+    pairs = {} if persistent else online_softmax_pairs(members)
+    writer.online = {partner.buffer.name: name for name, partner in pairs.items()}
+    writer.write_all(_stages(members, pairs))
+    return writer
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
 
 
 @dataclasses.dataclass
@@ -471,16 +498,12 @@ class _ReductionWriter(_BodyWriter):
                           f"{state[1]}, {state[0]}, {value}, {tile_max})")
 
 
-def _assemble(name, params, space: RowIteration, writer: _ReductionWriter, group, persistent: bool,
-              rblock: int) -> str:
+def _head_lines(space: RowIteration, writer: _ReductionWriter, group) -> list[str]:
+    """The kernel's lines before its body: numels, the program's rows and their mask."""
     program = "tl.program_id(0).to(tl.int64)" if writer.use_int64 else "tl.program_id(0)"
     lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {print_index(space.xnumel)}",
-             f"rnumel = {print_index(space.rnumel)}"]
-    if persistent:
-        lines.append(f"RBLOCK: tl.constexpr = {rblock}")
-    lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+             f"rnumel = {print_index(space.rnumel)}",
+             f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]"]
     if writer.x_mask:
         lines.append("xmask = xindex < xnumel")
-    lines += _dim_lines(space.x_dims, "xindex")
-    lines += writer.lines
-    return kernel_source(name, params, ["XBLOCK"] if persistent else ["XBLOCK", "RBLOCK"], lines)
+    return lines + _dim_lines(space.x_dims, "xindex")

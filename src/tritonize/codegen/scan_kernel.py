@@ -23,10 +23,10 @@ from ..errors import CompileError
 from ..ir import expr as ex
 from ..ir.nodes import ScanBuffer
 from ..runtime.heuristics import MAX_PERSISTENT_SCAN_RBLOCK
-from .kernel import RenderedKernel
+from .kernel import RenderedKernel, kernel_source
 from .ops_table import render_constant, triton_dtype
 from ..ir.sizes import SizeOracle, is_symbolic
-from .reduction_kernel import (Member, RowIteration, Stage, _assemble, _member, _ReductionWriter, plan_rows,
+from .reduction_kernel import (Member, RowIteration, Stage, _head_lines, _member, _ReductionWriter, plan_rows,
                                rows_are_contiguous)
 from .reduction_ops import neutral_value
 
@@ -50,7 +50,9 @@ def render_scan_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
-    source = _assemble(name, params, space, writer, group, persistent, rblock)
+    body = ([f"RBLOCK: tl.constexpr = {rblock}"] if persistent else []) + writer.lines
+    source = kernel_source(name, params, ["XBLOCK"] if persistent else ["XBLOCK", "RBLOCK"],
+                           _head_lines(space, writer, group) + body)
     kind = "scan" if persistent else "looped_scan"
     hint = "outer" if _scans_along_rows(space, members) else "inner"
     return RenderedKernel(name, source, kind, arg_names, plan.hints[0], 1, group.origins(),

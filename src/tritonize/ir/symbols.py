@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 
+import math
+
 import sympy
 
 
@@ -144,6 +146,9 @@ def upper_bound(expr: sympy.Expr, ranges: dict) -> int | None:
         return None if None in parts else sum(parts)
     if expr.is_Mul:
         coeff, rest = expr.as_coeff_Mul()
+        if coeff == 1:  # a product of terms (a symbolic chunk times a position): bound each
+            parts = [upper_bound(a, ranges) for a in expr.args]
+            return None if None in parts or min(parts) < 0 else math.prod(parts)
         if coeff.is_Integer and coeff >= 0:
             hi = upper_bound(rest, ranges)
             return None if hi is None else int(coeff) * hi

@@ -8,7 +8,7 @@ from ..ir import expr as ex
 from ..ir.nodes import TensorValue
 from ..ir.sizes import is_symbolic
 from ..ir.symbols import dim_var
-from .pointwise import broadcast_index, output_of
+from .pointwise import broadcast_index, operand, output_of
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -41,7 +41,10 @@ def lower_copy(ctx, node, dst, src, non_blocking=False):
 
 
 def constant_tensor(node, value) -> TensorValue:
+    """A tensor of one value: a number, or a symbolic size (scalar_tensor(x.shape[-1]))."""
     size, dtype, device = output_of(node)
+    if is_symbolic(value):
+        return TensorValue(size, dtype, device, operand(value, size, dtype))
     return TensorValue(size, dtype, device, ex.constant(value, dtype))
 
 

@@ -57,8 +57,7 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
         empty = TensorValue(out_size, result_dtype, x.device, ex.constant(0, result_dtype))
         return buffer_value(ctx.compute_buffer(empty).name, layout)
     outer = _is_outer(element, red_vars)
-    symbolic = any_symbolic(out_size + ranges)  # splits are chosen for known sizes only
-    split = 1 if symbolic else split_factor(_product(out_size), _product(ranges), outer)
+    split = _split_of(ctx, _product(out_size), _product(ranges), outer)
     if rtype in SPLITTABLE and split > 1:
         return _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer)
     source = tuple((s, k in dims) for k, s in enumerate(x.size))
@@ -99,6 +98,18 @@ def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
     return split
 
 
+def _split_of(ctx, xnumel, rnumel, outer: bool) -> int:
+    """split_factor of the sizes, or for symbolic ones of the example's (the split is a
+    constant of the graph; the chunk a partial reduces is then symbolic: any size stays right,
+    and sizes near the example's get its speed). Unbacked sizes have no example: no split."""
+    if not any_symbolic([xnumel, rnumel]):
+        return split_factor(xnumel, rnumel, outer)
+    try:
+        return split_factor(ctx.sizes.hint(xnumel), ctx.sizes.hint(rnumel), outer)
+    except Exception:  # noqa: BLE001  (no hint: an unbacked size, or no ShapeEnv)
+        return 1
+
+
 def _is_outer(element: ex.Expr, red_vars) -> bool:
     """True when no load is contiguous along the innermost reduced dim (an outer reduction)."""
     if not red_vars:
@@ -117,7 +128,7 @@ def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer) -> Te
     [split, kept...] for outer ones (rows stay the contiguous, innermost dim)."""
     ranges = [x.size[k] for k in dims]
     rnumel = _product(ranges)
-    chunk = -(-rnumel // split)
+    chunk = FloorDiv(rnumel + split - 1, split) if is_symbolic(rnumel) else -(-rnumel // split)
     kept_size = tuple(x.size[k] for k in kept)
     partial_vars = dim_vars(len(kept_size) + 1)
     split_var, kept_vars = (partial_vars[0], partial_vars[1:]) if outer else (partial_vars[-1], partial_vars[:-1])
@@ -133,7 +144,8 @@ def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer) -> Te
         mapping[reduction_vars(len(dims))[j]] = ModularIndexing(flat, stride, size) if j else FloorDiv(flat, stride)
     element = ex.substitute(body, mapping)
     if chunk * split != rnumel:
-        inside = ex.op("lt", ex.index_expr(flat, torch.int64), ex.constant(rnumel, torch.int64), dtype=torch.bool)
+        length = ex.index_expr(rnumel, torch.int64) if is_symbolic(rnumel) else ex.constant(rnumel, torch.int64)
+        inside = ex.op("lt", ex.index_expr(flat, torch.int64), length, dtype=torch.bool)
         element = ex.masked(inside, element, neutral_value(rtype, body.dtype))
     partial_size = (split,) + kept_size if outer else kept_size + (split,)
     partial = ReductionBuffer(ctx.new_name(), Layout(partial_size, contiguous_strides(partial_size), 0,

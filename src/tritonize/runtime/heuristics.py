@@ -5,8 +5,12 @@ Kernel kinds and the block parameters their source declares (`tl.constexpr`):
 * "reduction": XBLOCK rows a program, RBLOCK elements of a row an iteration (looped);
 * "persistent_reduction": XBLOCK; RBLOCK is baked into the source (the whole row at once);
 * "scan": XBLOCK rows a program, RBLOCK baked like a persistent reduction (the whole row);
-* "looped_scan": XBLOCK rows a program, RBLOCK positions of a row an iteration (with a carry).
-Sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
+* "looped_scan": XBLOCK rows a program, RBLOCK positions of a row an iteration (with a carry);
+* "adaptive_reduction": a reduction whose row length is symbolic. Its source holds both bodies
+  behind a PERSISTENT constexpr; a size bucket whose rows fit in registers runs the persistent
+  body (blocks XBLOCK, RBLOCK = the bucket's row length, PERSISTENT=1), longer rows the looped
+  one (XBLOCK, RBLOCK, PERSISTENT=0). Its configs are those of the body's kind (`adaptive_body`).
+Static sizes (xnumel, ynumel, rnumel) are baked into kernels too; the grid is 1-D over programs.
 
 Every config respects MAX_BLOCK_1D / MAX_BLOCK_2D / MAX_XBLOCK_REDUCTION: block sizes are
 powers of two no larger than these, so codegen may leave masks out when a size is a multiple of
@@ -33,6 +37,7 @@ MAX_BLOCK_1D = 8192
 MAX_BLOCK_2D = 256
 MAX_XBLOCK_REDUCTION = 128
 MAX_PERSISTENT_RBLOCK = 8192  # rows up to this many elements are reduced in registers
+MAX_OUTER_PERSISTENT_RBLOCK = 64  # the same for rows strided in memory (outer reductions)
 MAX_RBLOCK_LOOPED = 4096  # widest step of a looped reduction or scan (they mask r: any power of two)
 MAX_PERSISTENT_SCAN_RBLOCK = 2048  # longer rows are scanned in chunks with a carry
 CPU_MAX_SCAN_RBLOCK = 1 << 12  # looped scans in the interpreter (looped_scan_config)
@@ -40,7 +45,8 @@ CPU_MIN_SCAN_CHUNKS = 4
 MAX_GRID = 2**31 - 1
 MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
-KINDS = ("pointwise", "reduction", "persistent_reduction", "scan", "looped_scan")
+ADAPTIVE = "adaptive_reduction"
+KINDS = ("pointwise", "reduction", "persistent_reduction", "scan", "looped_scan", ADAPTIVE)
 LOOPED = ("reduction", "looped_scan")  # kinds with an RBLOCK parameter and a loop over r
 HINTS = (None, "inner", "outer")
 
@@ -134,6 +140,10 @@ def elements_per_program(shape: KernelShape, blocks: dict) -> int:
 
 def is_valid(shape: KernelShape, config: LaunchConfig) -> bool:
     """Within the codegen bounds and the grid limit, powers of two, a sane thread count."""
+    if shape.kind == ADAPTIVE:
+        body = adaptive_body(shape)
+        inner = body_config(body, config)
+        return inner is not None and is_valid(body, inner)
     limits = block_limits(shape)
     if set(config.blocks) != set(limits):
         return False
@@ -157,6 +167,43 @@ def clamp(shape: KernelShape, blocks: dict) -> dict:
             break  # is_valid rejects it
         out[growable[0]] *= 2
     return out
+
+
+# ----------------------------------------------------------------------------- adaptive reductions
+
+
+def adaptive_body(shape: KernelShape) -> KernelShape:
+    """The kind an adaptive reduction runs as at this shape (a size bucket's): persistent when
+    its rows fit in registers, else looped."""
+    limit = MAX_OUTER_PERSISTENT_RBLOCK if shape.hint == "outer" else MAX_PERSISTENT_RBLOCK
+    kind = "persistent_reduction" if shape.persistent_rblock <= limit else "reduction"
+    return dataclasses.replace(shape, kind=kind)
+
+
+def adaptive_config(body: KernelShape, config: LaunchConfig) -> LaunchConfig:
+    """A config of the body's kind as the adaptive kernel's: which body, and the persistent
+    body's RBLOCK (baked into a static persistent kernel, a launch constant here)."""
+    blocks = dict(config.blocks, PERSISTENT=int(body.kind == "persistent_reduction"))
+    if body.kind == "persistent_reduction":
+        blocks["RBLOCK"] = body.persistent_rblock
+    return dataclasses.replace(config, blocks=blocks)
+
+
+def body_config(body: KernelShape, config: LaunchConfig) -> LaunchConfig | None:
+    """The inverse of adaptive_config; None when the config is not one for this body."""
+    blocks = dict(config.blocks)
+    persistent = body.kind == "persistent_reduction"
+    if blocks.pop("PERSISTENT", None) != int(persistent):
+        return None
+    if persistent and blocks.pop("RBLOCK", None) != body.persistent_rblock:
+        return None
+    return dataclasses.replace(config, blocks=blocks)
+
+
+def _adaptive(shape: KernelShape, configs_of_body) -> list[LaunchConfig]:
+    """configs_of_body(body shape) -> its configs, as the adaptive kernel's."""
+    body = adaptive_body(shape)
+    return [adaptive_config(body, c) for c in configs_of_body(body)]
 
 
 # ----------------------------------------------------------------------------- first picks
@@ -289,6 +336,8 @@ def candidates(shape: KernelShape, mode: str, on_gpu: bool, device: DeviceInfo |
     Default mode on the GPU adds at most two timed alternatives for reductions and scans that
     reduce in registers; max-autotune a wide set (refined by coordinate descent in autotune.py).
     On the CPU: the first pick only."""
+    if shape.kind == ADAPTIVE:
+        return _adaptive(shape, lambda body: candidates(body, mode, on_gpu, device))
     device = device or DeviceInfo()
     pick = first_pick(shape, on_gpu)
     found = [pick]
@@ -384,6 +433,8 @@ def _wide_set(shape: KernelShape) -> list[LaunchConfig]:
 
 def neighbors(shape: KernelShape, config: LaunchConfig) -> list[LaunchConfig]:
     """Coordinate-descent steps: each block size, num_warps and num_stages doubled or halved."""
+    if shape.kind == ADAPTIVE:
+        return _adaptive(shape, lambda body: neighbors(body, body_config(body, config)))
     steps = []
     for name, value in config.blocks.items():
         for new in (value * 2, value // 2):
@@ -409,6 +460,10 @@ def halved_rblock(shape: KernelShape, config: LaunchConfig, n_regs: int, device:
     Occupancy: programs resident an SM = registers an SM / registers a program (n_regs per
     thread x 32 x num_warps), also bounded by threads an SM. Registers limit occupancy when a
     thread uses more than registers / threads of an SM (the count that allows full occupancy)."""
+    if shape.kind == ADAPTIVE:
+        body = adaptive_body(shape)
+        halved = halved_rblock(body, body_config(body, config), n_regs, device)
+        return None if halved is None else adaptive_config(body, halved)
     if shape.kind != "reduction" or config.blocks["RBLOCK"] <= 64 or n_regs <= 0:
         return None
     full_occupancy_regs = device.regs_per_sm // device.max_threads_per_sm

@@ -53,6 +53,17 @@ class GeneratedKernel:
         # symbolic sizes: the numels' source over the kernel's parameters; None if static
         self.numel_exprs = numel_exprs
         self._grid_functions: dict = {}  # config's blocks -> args -> grid (symbolic sizes)
+        # symbolic sizes: args -> (xnumel, ynumel, rnumel), whose powers of two are the bucket
+        self._numels = _numels_function(fn, numel_exprs) if numel_exprs else None
+        self._known_numels = [numel_exprs.get(n, "1").strip().isdigit() for n in NUMEL_NAMES] if numel_exprs else []
+
+    def bucket(self, args) -> tuple:
+        """The size bucket of a launch: each symbolic numel rounded up to a power of two."""
+        return tuple(n if known else triton.next_power_of_2(max(1, n))
+                     for n, known in zip(self._numels(*args), self._known_numels))
+
+    def bucket_shape(self, bucket) -> KernelShape:
+        return dataclasses.replace(self.shape, xnumel=bucket[0], ynumel=bucket[1], rnumel=bucket[2])
 
     @property
     def kind(self) -> str:
@@ -79,12 +90,19 @@ class InterpretedKernel(GeneratedKernel):
     def __init__(self, fn, name: str, shape: KernelShape, numel_exprs=None):
         super().__init__(fn, name, shape, candidates(shape, "default", on_gpu=False)[0], numel_exprs)
         self.runner = fn[self.config.grid]
-        self.launch_kwargs = dict(self.config.blocks, **launch_constants(fn, pdl=False))
+        self.constants = launch_constants(fn, pdl=False)
+        self._bucket_configs: dict = {}  # symbolic sizes: bucket -> the first pick for its sizes
 
     def __call__(self, *args):
-        runner = self.runner if self.numel_exprs is None else self.fn[self.grid_for(self.config, args)]
+        config, runner = self.config, self.runner
+        if self.numel_exprs is not None:  # a size bucket's config (an adaptive reduction's body)
+            bucket = self.bucket(args)
+            if bucket not in self._bucket_configs:
+                self._bucket_configs[bucket] = candidates(self.bucket_shape(bucket), "default", on_gpu=False)[0]
+            config = self._bucket_configs[bucket]
+            runner = self.fn[self.grid_for(config, args)]
         try:
-            runner(*args, **self.launch_kwargs)
+            runner(*args, **config.blocks, **self.constants)
         except InterpreterError as err:  # a bad index or divisor is the user's error: say it plainly
             cause = err.__cause__
             if isinstance(cause, (IndexOutOfBoundsError, IntegerDivisionByZeroError)):
@@ -224,10 +242,8 @@ class GpuKernel(GeneratedKernel):
         self.positional = [p for p in self.params if p not in self.config.blocks and p not in runtime_constants]
         self._device_constants: dict = {}  # device index -> what _constants returns
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
-        # symbolic sizes: args -> (xnumel, ynumel, rnumel), whose powers of two are the bucket
-        self._numels = _numels_function(fn, numel_exprs) if numel_exprs else None
-        self._known_numels = [numel_exprs.get(n, "1").strip().isdigit() for n in NUMEL_NAMES] if numel_exprs else []
         self._bucket_configs: dict = {}  # bucket -> candidate configs for its sizes
+        self._bucket_choices: dict = {}  # bucket -> the config chosen for it
         self._compiles: dict = {}  # (config, ArgSpec) -> compile handle, shared by buckets
         self.variants: dict = {}  # ArgSpec, or (ArgSpec, bucket) -> guarded launch function
         self._hot_spec = None  # the ArgSpec of the variant self.launch goes to
@@ -281,16 +297,11 @@ class GpuKernel(GeneratedKernel):
         """The kernel's shape and candidates: the example's, or a size bucket's."""
         if bucket is None:
             return self.shape, self.configs
-        shape = dataclasses.replace(self.shape, xnumel=bucket[0], ynumel=bucket[1], rnumel=bucket[2])
+        shape = self.bucket_shape(bucket)
         if bucket not in self._bucket_configs:
             device = self.env.device_info(self.env.device_index())
             self._bucket_configs[bucket] = candidates(shape, self.mode, on_gpu=True, device=device)
         return shape, self._bucket_configs[bucket]
-
-    def _bucket(self, args) -> tuple:
-        """The size bucket of a launch: each symbolic numel rounded up to a power of two."""
-        return tuple(n if known else triton.next_power_of_2(max(1, n))
-                     for n, known in zip(self._numels(*args), self._known_numels))
 
     def _compile_many(self, spec: ArgSpec, pending: _Pending):
         known = dict(zip(pending.configs, pending.handles))
@@ -335,7 +346,7 @@ class GpuKernel(GeneratedKernel):
         spec = ArgSpec.of(args, self.env.device_index()) if len(args) == len(self.positional) else None
         if spec is None or not self.env.fast_path or any(p.startswith("_") for p in self.positional):
             return self._generic(*args)
-        bucket = None if self._numels is None else self._bucket(args)
+        bucket = None if self._numels is None else self.bucket(args)
         key = spec if bucket is None else (spec, bucket)
         launcher = self.variants.get(key)
         if launcher is None:
@@ -376,6 +387,8 @@ class GpuKernel(GeneratedKernel):
             pending = self._submit(spec, use_cache=False, bucket=bucket)
             selection = self._select(spec, pending, args)
         self.config = selection.best.config
+        if bucket is not None:
+            self._bucket_choices[bucket] = self.config
         if pending.cache_key is not None and selection.reason == "timed":
             autotune_cache.store(pending.cache_key, self.name, self.config, selection.timings, self.mode)
         return selection.best.guarded
@@ -400,8 +413,13 @@ class GpuKernel(GeneratedKernel):
                 protected.__exit__(None, None, None)
 
     def _generic(self, *args):
-        """Triton's own launch path (unusual arguments, or launch hooks installed)."""
+        """Triton's own launch path (unusual arguments, or launch hooks installed). Symbolic
+        sizes: the config chosen for the launch's bucket, or the bucket's first pick (an adaptive
+        reduction's config decides which body runs, and the persistent one covers its bucket only)."""
         config = self.config
+        if self._numels is not None:
+            bucket = self.bucket(args)
+            config = self._bucket_choices.get(bucket) or self._shape_and_configs(bucket)[1][0]
         extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
         extra.update(self._constants(self.env.device_index()))
         if extra.get("PDL"):
