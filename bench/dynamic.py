@@ -184,7 +184,11 @@ def training_lengths(name, args):
             def step():
                 model.zero_grad(set_to_none=True)
                 fn(x, labels=x).loss.backward()
+            start = time.perf_counter()
             step()
+            synchronize(args.device)
+            print(f"  (d) {name} {backend} seq {n}: first step {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr, flush=True)
             grads = [p.grad.float() for p in model.parameters() if p.grad is not None]
             if backend == "eager":
                 reference[n] = grads

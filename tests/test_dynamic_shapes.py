@@ -111,14 +111,57 @@ def test_kernels_take_sizes_as_parameters_and_mask():
     assert "numel_exprs" in artifacts.wrapper and "numel_exprs" not in report.wrapper
 
 
-def test_graph_not_generated_yet_runs_through_aten_with_a_warning():
-    """Data-dependent (unbacked) sizes come in a later stage: until then such a graph runs
-    through aten, matches eager, and the warning names the op."""
+UNBACKED = {  # name: (fn, argument makers per call); sizes only the data decides (u0, u1...)
+    "nonzero": (lambda x: x.nonzero() * 2, [lambda: randn(5, 3), lambda: randn(7, 4),
+                                            lambda: torch.zeros(3, 2, device=DEVICE)]),
+    "boolean_mask": (lambda x: (x[x > 0] * 2 + 1, x[x > 0].sum()), [lambda: randn(5, 3), lambda: randn(40, 9)]),
+}
+ITEM = {  # .item() of an int tensor, with capture_scalar_outputs
+    "slice_to_item": lambda x, n: x[:n.sum().item()] * 2,
+    "factory_of_item": lambda x, n: torch.ones(n.sum().item(), device=x.device) * x.sum(),
+}
+
+
+def _compile_and_check(fn, calls, expected_fallbacks):
+    recorder = []
+    compiled = torch.compile(fn, backend=make_backend(recorder=recorder), dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for args in calls:
+            expected = fn(*[a.clone() for a in args])
+            actual = compiled(*args)
+            assert_same(actual, expected)
+            for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+                assert a.stride() == e.stride() or a.numel() == 0, (a.stride(), e.stride())
+    [artifacts] = [r for r in recorder if r != "graph"]
+    assert sorted({target for target, _ in artifacts.fallbacks}) == sorted(expected_fallbacks)
+    assert artifacts.kernels and "= u0" not in artifacts.wrapper.split("def call")[0]  # bound in call()
+    messages = [str(w.message) for w in caught if str(w.message).startswith("tritonize")]
+    assert len(messages) == 1 and all(t in messages[0] for t in expected_fallbacks)  # once, naming the ops
+    return artifacts
+
+
+@pytest.mark.parametrize("name", sorted(UNBACKED))
+def test_data_dependent_sizes_are_generated_after_the_op_that_decides_them(name):
+    """The op that decides a size (nonzero, a boolean mask) runs through aten; the wrapper reads
+    u0 from its result, asserts what the graph assumed of it, and generates the rest over u0."""
+    fn, makers = UNBACKED[name]
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        graphs, artifacts, messages = run_at_sizes(lambda x: x.nonzero() * 2, [[(5, 3)], [(7, 4)]])
-    assert graphs == 1
-    assert [a.fallbacks for a in artifacts][0][0][0] == "<whole graph>"
-    assert messages and "data-dependent" in messages[0]
+        op = "aten.nonzero.default" if name == "nonzero" else "aten.index.Tensor"
+        artifacts = _compile_and_check(fn, [[make()] for make in makers], [op])
+    assert "u0 = " in artifacts.wrapper and "assert u0 >= 0" in artifacts.wrapper
+
+
+@pytest.mark.parametrize("name", sorted(ITEM))
+def test_sizes_from_item_are_generated(name):
+    """`.item()` of an int under capture_scalar_outputs is a size the wrapper reads once; a
+    slice to it gets a size of its own (u1), read from the slice aten makes."""
+    counts = [torch.tensor([1, 2], device=DEVICE), torch.tensor([4, 3], device=DEVICE),
+              torch.tensor([0, 0], device=DEVICE)]
+    calls = [[randn(10), n] for n in counts]
+    expected = ["aten._local_scalar_dense.default"] + (["aten.slice.Tensor"] if name == "slice_to_item" else [])
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        _compile_and_check(ITEM[name], calls, expected)
 
 
 def test_training_with_a_dynamic_batch_matches_eager():

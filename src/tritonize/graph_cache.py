@@ -40,7 +40,7 @@ import torch
 
 from .config import code_options
 from .ir.sizes import SizeOracle
-from .pipeline import CompiledGraph, compile_graph
+from .pipeline import CompiledGraph, compile_graph, warn_op_fallbacks
 from .report import GraphArtifacts, KernelInfo
 from .runtime import disk_cache
 from .runtime.loader import load_source_module
@@ -62,6 +62,7 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
     if hit is not None:
         STATS["hit"] += 1
         log.debug("tritonize cache: graph %d is a hit (%s)", graph_id, key)
+        warn_op_fallbacks(hit.artifacts.fallbacks, graph_id)
         hit.cache_key = key
         return hit
     STATS["miss"] += 1

@@ -79,7 +79,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         warnings.warn(f"tritonize: graph {graph_id} {reason}", stacklevel=2)
         return eager_graph(gm, reason)
     except Exception as err:
-        if has_symbolic_sizes(example_inputs):  # symbolic sizes are lowered stage by stage
+        if has_symbolic_sizes(example_inputs) or _has_unbacked_sizes(gm):  # lowered stage by stage
             return _symbolic_sizes_not_lowered(gm, graph_id, err)
         if isinstance(err, CompileError):
             return _on_failure(gm, options, err)
@@ -96,9 +96,27 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         wrapper,
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()],
         guards=list(graph.sizes.guards) if graph.sizes is not None else [])
+    warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
     return CompiledGraph(module.call, artifacts, constants, output_strides)
+
+
+def _has_unbacked_sizes(gm: torch.fx.GraphModule) -> bool:
+    return any(node.meta.get("unbacked_bindings") for node in gm.graph.nodes)
+
+
+def warn_op_fallbacks(fallbacks, graph_id: int) -> None:
+    """Once per graph (compiled, or loaded from the graph cache): the ops that run through aten
+    for want of a lowering, and why; explain() lists them too. fallbacks: (op, reason) pairs.
+    Externs called on purpose (cuBLAS, attention) are not fallbacks."""
+    reasons: dict = {}
+    for target, reason in fallbacks:
+        if target != "<whole graph>":  # (warned as the graph was compiled)
+            reasons.setdefault(target, reason)
+    if reasons:
+        listed = "; ".join(f"{target} ({reason})" if reason else target for target, reason in reasons.items())
+        warnings.warn(f"tritonize: graph {graph_id}: ops run through aten: {listed}", stacklevel=3)
 
 
 def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:

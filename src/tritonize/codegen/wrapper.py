@@ -235,13 +235,13 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
             if not isinstance(out.layout.size[0], int):  # symbolic rows: whether it pays is decided per call
                 args.append(f"min_macs={MIN_PADDED_MATMUL_MACS}")
             return [f"    {out.name} = matmul_padded_columns({', '.join([out_overload] + args)}){note}"]
-        lines = [f"    {out.name} = {target}({', '.join(args)}){note}"]
+        lines = [f"    {out.name} = {target}({', '.join(args)}){note}", *_after_lines(call, out.name)]
         if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
             result = _resolved(out.name, call.outputs[0])
             lines.append(f"    {out.name} = ensure_layout({result}, {sizes_text(out.layout.size)}, "
                          f"{sizes_text(out.layout.stride)})")
         return lines
-    lines = [f"    {call.name} = {target}({', '.join(args)}){note}"]
+    lines = [f"    {call.name} = {target}({', '.join(args)}){note}", *_after_lines(call, call.name)]
     for out in call.outputs:
         if out.buffer.name not in used:
             continue
@@ -251,6 +251,12 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
                      f"{sizes_text(out.buffer.layout.stride)})")
     lines.append(f"    del {call.name}")
     return lines
+
+
+def _after_lines(call: ExternCall, result: str) -> list[str]:
+    """What runs right after the call: the data-dependent sizes it decides, bound before any
+    layout check reads them, and the graph's asserts on them (lower/unbacked.py)."""
+    return [f"    {line.format(result=result)}" for line in call.after]
 
 
 def _resolved(result: str, out) -> str:

@@ -209,6 +209,10 @@ class ExternCall:
     kind: str
     origin: str
     reason: str = ""
+    # Python statements the wrapper runs right after the call, `{result}` standing for what it
+    # returned: bindings of the data-dependent sizes it decides ("u0 = {result}.size(0)") and
+    # the graph's runtime asserts on them (lower/unbacked.py)
+    after: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,10 +246,13 @@ class GraphIR:
     # "arg2_1.size(1)"), and the oracle that answered the graph's questions about them.
     symbol_sources: dict = dataclasses.field(default_factory=dict)
     sizes: Any = None
+    # data-dependent (unbacked) sizes, bound in the wrapper after the call that decides them
+    # (ExternCall.after)
+    unbacked_symbols: set = dataclasses.field(default_factory=set)
 
     @property
     def is_symbolic(self) -> bool:
-        return bool(self.symbol_sources)
+        return bool(self.symbol_sources or self.unbacked_symbols)
 
     def producer_of(self) -> dict[str, Any]:
         table = {}

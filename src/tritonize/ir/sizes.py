@@ -22,6 +22,7 @@ import sympy
 import torch
 
 Size = int | sympy.Expr
+UNBACKED_GUESS = 8192  # a data-dependent size, for heuristics (what Inductor assumes too)
 
 
 def as_size(value) -> Size:
@@ -54,6 +55,14 @@ def _without_decided_extrema(expr: sympy.Expr, shape_env) -> sympy.Expr:
             return b if isinstance(e, maxima) else a
         return e
     return expr.replace(lambda e: isinstance(e, maxima + minima), decided)
+
+
+def without_max_one(stride: Size) -> Size:
+    """torch writes the stride past a dim of size n as Max(1, n) where n may be 0 (a
+    data-dependent size): the same layout as n for every size with elements."""
+    if isinstance(stride, _extrema()[0::2]) and len(stride.args) == 2 and sympy.Integer(1) in stride.args:
+        return next(a for a in stride.args if a != 1)
+    return stride
 
 
 def _extrema() -> tuple:
@@ -89,6 +98,11 @@ def _to_shape_env(expr):
         if isinstance(expr, sympy.Basic) and expr.has(ours):
             expr = expr.replace(ours, theirs)
     return expr
+
+
+def _finite(bound) -> int | None:
+    """A range bound as an int; None for the ShapeEnv's infinities."""
+    return int(bound) if isinstance(bound, (int, sympy.Integer)) else None
 
 
 def example_value(value, fallback: int = 0) -> int:
@@ -177,12 +191,24 @@ class SizeOracle:
         return self._statically_true(sympy.Le(value, limit))
 
     def hint(self, value: Size) -> int:
+        """The example's value; a data-dependent (unbacked) size has none: UNBACKED_GUESS, within
+        the range the ShapeEnv knows for it."""
         if not is_symbolic(value):
             return int(value)
         if self.shape_env is None:
             raise ValueError(f"no hint for {value}: no ShapeEnv")
+        backed = self._backed()
+        unbacked = {s: sympy.Integer(self._unbacked_guess(s)) for s in value.free_symbols if s not in backed}
         hint = getattr(self.shape_env, "guarding_hint_or_throw", None) or self.shape_env.size_hint  # torch 2.11
-        return int(hint(_to_shape_env(value)))
+        return int(hint(_to_shape_env(sympy.sympify(value).xreplace(unbacked) if unbacked else value)))
+
+    def _unbacked_guess(self, symbol) -> int:
+        bounds = self.shape_env.var_to_range.get(symbol)
+        if bounds is None:
+            return UNBACKED_GUESS
+        low, high = _finite(bounds.lower), _finite(bounds.upper)
+        guess = UNBACKED_GUESS if low is None else max(UNBACKED_GUESS, low)
+        return guess if high is None else min(guess, high)
 
     def _backed(self) -> dict:
         """The symbols with an example value (backed), to their values."""

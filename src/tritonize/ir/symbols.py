@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 
 import math
+import re
 
 import sympy
 
@@ -232,9 +233,15 @@ def count_divmod(expr: sympy.Expr) -> int:
 
 
 def is_size_symbol(symbol) -> bool:
-    """A symbolic size (the ShapeEnv's symbols are positive), not an index variable (those
-    are made by index_symbol and the indirect-index helpers: non-negative)."""
-    return bool(getattr(symbol, "is_positive", False)) and symbol.is_Symbol
+    """A symbolic size, not an index variable (those are made by index_symbol and the
+    indirect-index helpers: non-negative). The ShapeEnv's sizes read from inputs are positive;
+    its data-dependent ones (u0, u1...: lower/unbacked.py) carry no sign, only a range."""
+    if not getattr(symbol, "is_Symbol", False):
+        return False
+    return bool(symbol.is_positive) or bool(symbol.is_integer and UNBACKED_NAME.fullmatch(symbol.name))
+
+
+UNBACKED_NAME = re.compile(r"u\d+")  # torch's names for data-dependent integer sizes
 
 
 def affine_coefficients(expr: sympy.Expr, symbols) -> dict | None:

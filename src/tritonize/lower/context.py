@@ -24,6 +24,7 @@ from ..ir.nodes import (
 )
 from ..codegen.ops_table import TRITON_DTYPES
 from ..errors import Unsupported
+from ..ir.sizes import as_size
 from .dtypes import symbolic_size
 
 # A lazy value read by several consumers is stored once when recomputing it would read more.
@@ -49,6 +50,7 @@ class LoweringContext:
         self.current_node = None
         self.values: dict = {}  # FX node -> what it lowered to, filled by lower_graph
         self.random = None  # lower/random.py's RandomState, once the graph has a random op
+        self.unbacked: dict = {}  # data-dependent size -> the ExternCall after which it is bound
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------
@@ -100,7 +102,7 @@ class LoweringContext:
 
     def realize(self, value: TensorValue, stride=None) -> TensorArg:
         """A real tensor holding value: a view of an existing buffer when possible, else a new one."""
-        view = strided_view_of(value)
+        view = strided_view_of(value, self.sizes)
         if view is not None and (stride is None or tuple(stride) == view[2]):
             name, size, vstride, offset = view
             return self._tensor_arg(name, size, vstride, offset)
@@ -156,4 +158,9 @@ class LoweringContext:
             return buffer_value(buffer.name, layout)
         if isinstance(meta, (tuple, list)):
             return tuple(self._extern_results(call, m, path + (i,)) for i, m in enumerate(meta))
+        if isinstance(meta, torch.SymInt):  # .item() of an int: a data-dependent size (lower/unbacked.py)
+            return as_size(meta)
+        if isinstance(meta, (torch.SymFloat, torch.SymBool)):
+            raise Unsupported(f"{call.origin} ({call.target}) returns a data-dependent "
+                              f"{type(meta).__name__}, which kernels cannot take yet")
         return meta

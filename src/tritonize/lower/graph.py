@@ -31,9 +31,11 @@ from ..ir.nodes import (
 )
 from . import (  # noqa: F401  (registers lowerings)
     creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, special,
-    symbolic, user_kernel, views,
+    symbolic, unbacked, user_kernel, views,
 )
-from ..ir.sizes import SizeOracle, as_size, example_value, is_symbolic, size_symbols
+from ..ir.sizes import (
+    UNBACKED_GUESS, SizeOracle, as_size, example_value, is_symbolic, size_symbols, without_max_one,
+)
 from .context import LoweringContext, needs_neg_resolved
 from .dtypes import symbolic_size
 from .fallback import call_through_aten, is_extern
@@ -48,7 +50,6 @@ MULTI_VIEW_OPS = {aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, at
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
-    _check_no_data_dependent_sizes(gm)
     ctx = LoweringContext(options, SizeOracle.of(example_inputs))
     env = ctx.values  # as_strided reads the value of the node that owns its input's storage
     inputs: list[InputBuffer] = []
@@ -66,29 +67,17 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
             env[node] = _lower_constant(ctx, node, _fetch_attr(gm, node.target))
         elif node.op == "call_function":
             env[node] = _lower_call(ctx, node, env)
+            if not unbacked.bind_unbacked(ctx, node, env[node]):  # aten's result tells the size
+                env[node] = _call_through_aten(ctx, node, env, "its result's size depends on the data")
+                unbacked.bind_unbacked(ctx, node, env[node])
             if node in shared_bases:
                 env[node] = _realize_shared_base(ctx, node, env[node])
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
-                    ctx.sizes)
+                    ctx.sizes, set(ctx.unbacked))
     check_symbols_bound(graph)
     return graph
-
-
-def _check_no_data_dependent_sizes(gm: torch.fx.GraphModule) -> None:
-    """Sizes that only the data decides (a custom op's or nonzero's unbacked u0): our buffers and
-    kernels need sizes known when compiling, so the graph runs through aten, naming the op. Any
-    lowering would otherwise ask a size question (is it 0?) the trace cannot answer."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    for node in gm.graph.nodes:
-        # a value may be a container (a user kernel's {argument: tensor}): its leaves
-        leaves = torch.utils._pytree.tree_leaves(node.meta.get("val"))
-        symbols = set().union(*(free_unbacked_symbols(leaf) for leaf in leaves))
-        if symbols:
-            names = ", ".join(sorted(str(s) for s in symbols))
-            raise Unsupported(f"{node.name} ({node.target}) has data-dependent sizes ({names})")
 
 
 def _lower_input(ctx, node, example, position, inputs, symbol_sources):
@@ -128,14 +117,15 @@ def is_host_scalar(example: torch.Tensor) -> bool:
 
 
 def check_symbols_bound(graph: GraphIR) -> None:
-    """Every symbol a size uses can be read at run time (from an input)."""
+    """Every symbol a size uses can be read at run time: from an input, or (data-dependent)
+    from the aten call that decides it."""
     used = set()
     for buffer in graph.buffers.values():
         used |= size_symbols(buffer.layout.size + buffer.layout.stride + (buffer.layout.offset,))
     for out in graph.outputs:  # views of inputs returned as eager laid them out
         if out.view is not None:
             used |= size_symbols(tuple(out.view.size) + tuple(out.view.stride) + (out.view.offset,))
-    missing = used - set(graph.symbol_sources)
+    missing = used - set(graph.symbol_sources) - graph.unbacked_symbols
     if missing:
         raise Unsupported(f"sizes {sorted(map(str, missing))} cannot be read from the graph's inputs")
 
@@ -196,6 +186,12 @@ def _lower_call(ctx, node, env):
                 value = dataclasses.replace(value, origins=_origins(args, node))
                 return ctx.maybe_realize_shared(value, len(node.users))
             return value
+    return _call_through_aten(ctx, node, env, reason)
+
+
+def _call_through_aten(ctx, node, env, reason: str):
+    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
     try:
         return call_through_aten(ctx, node, args, kwargs, reason)
     except Unsupported:
@@ -317,8 +313,9 @@ def _is_dense(meta: torch.Tensor) -> bool:
 def dense_strides(meta: torch.Tensor):
     """meta's strides if they describe a dense, non-overlapping layout; else contiguous strides.
     Symbolic strides are ordered by their example values and must then match exactly."""
-    size, stride = symbolic_size(meta.shape), symbolic_size(meta.stride())
-    hints = [example_value(s) for s in meta.stride()]
+    size = symbolic_size(meta.shape)
+    stride = tuple(without_max_one(s) for s in symbolic_size(meta.stride()))
+    hints = [example_value(s, fallback=UNBACKED_GUESS) for s in meta.stride()]
     order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: hints[k])
     expected = 1
     for k in order:
@@ -326,6 +323,7 @@ def dense_strides(meta: torch.Tensor):
             return contiguous_strides(size)
         expected = expected * size[k]
     return stride
+
 
 
 SYMBOLIC_SIZE_QUESTIONS = ("cannot determine truth value of Relational", "Cannot convert symbols to int",
