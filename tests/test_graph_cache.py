@@ -257,3 +257,20 @@ def test_parse_condition_reads_stored_guards_over_this_shape_env():
     oracle = SizeOracle(env)
     condition = graph_cache.parse_condition(f"{s0.name}*3 <= 2147483647", oracle)
     assert condition.free_symbols == {s0}
+
+
+def test_a_split_chosen_at_small_sizes_is_not_reused_at_large_ones(cache, device):
+    """A split count is a heuristic baked in from the example's sizes: an entry is reused only
+    where the split comes out the same (it is right everywhere)."""
+    def fn(x):
+        return x.amax(-1)
+
+    small = torch.randn(8, 20000, device=device)  # few rows: split
+    _, cold = _dynamic_report(fn, small)
+    assert len(cold.kernels) == 2 and cold.sections[0].choices[0][0] == "split_factor"
+    _, again = _dynamic_report(fn, torch.randn(7, 17000, device=device))  # the same split: a hit
+    assert graph_cache.STATS["hit"] == 1 and again.wrapper == cold.wrapper
+    large = torch.randn(2048, 20000, device=device)  # many rows: no split, compiled afresh
+    result, warm = _dynamic_report(fn, large)
+    assert graph_cache.STATS["hit"] == 1 and graph_cache.STATS["miss"] == 2 and len(warm.kernels) == 1
+    assert_same(result, fn(large))

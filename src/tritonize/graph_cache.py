@@ -20,7 +20,9 @@ ShapeEnv's symbols, whose names Dynamo derives from the inputs' sources), each s
 and each SymInt input's expression. The guards a compile added on sizes (ir/sizes.py: int32
 indexing) are stored with the entry; a hit evaluates them at this process's sizes: all true,
 they are added to this ShapeEnv (Dynamo installs them as on a compile) and the entry is used;
-one false, the code was generated for other sizes and the graph compiles afresh.
+one false, the code was generated for other sizes and the graph compiles afresh. So does a hit
+where a heuristic choice the compile baked in (a split count: `choices`) comes out otherwise at
+this process's example: the entry is right anywhere, but fast where its choices hold.
 Graphs that cannot be keyed (unknown input types) and graphs run through aten are not cached;
 neither is anything while a debug directory is set (so every stage is dumped).
 Entries are checksummed and written atomically (runtime/disk_cache.py); a damaged or unloadable
@@ -215,6 +217,7 @@ def serialize_graph(compiled: CompiledGraph) -> bytes | None:
         "constants": constants,
         "output_strides": _plain_strides(compiled.output_strides),
         "guards": list(art.guards),
+        "choices": list(art.choices),
     }
     return json.dumps(entry).encode()
 
@@ -282,6 +285,16 @@ def reinstall_guards(guards: list[str], example_inputs) -> None:
         oracle.install(condition)
 
 
+def check_choices(choices: list, example_inputs) -> None:
+    """StaleGuards unless the entry's heuristic choices (ir/sizes.py, SizeOracle.choose) come
+    out the same at this example: the entry is right anywhere, but fast where they hold."""
+    if not choices:
+        return
+    oracle = SizeOracle.of(example_inputs)
+    if oracle.shape_env is None or not oracle.same_choices(choices, lambda text: parse_condition(text, oracle)):
+        raise StaleGuards(f"heuristic choices made for other sizes: {choices}")
+
+
 def parse_condition(text: str, oracle: SizeOracle):
     """A guard's text (ir/sizes.py's) over this ShapeEnv's symbols."""
     from .ir.symbols import FloorDiv, ModularIndexing
@@ -294,14 +307,15 @@ def load_graph(payload: bytes, example_inputs=()) -> CompiledGraph:
     """The graph serialize_graph described, its wrapper imported; raises on a malformed payload
     (StaleGuards when its size guards do not hold for example_inputs)."""
     entry = json.loads(payload)
-    guards = list(entry.get("guards", []))
+    guards, choices = list(entry.get("guards", [])), list(entry.get("choices", []))
+    check_choices(choices, example_inputs)
     reinstall_guards(guards, example_inputs)
     with real_tensors():
         constants = {name: _decode_tensor(data) for name, data in entry["constants"].items()}
     artifacts = GraphArtifacts(
         [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
         [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
-        clones=[tuple(c) for c in entry["clones"]], guards=guards)
+        clones=[tuple(c) for c in entry["clones"]], guards=guards, choices=choices)
     module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
     module.CONSTANTS.update(constants)
     strides = entry["output_strides"]

@@ -95,7 +95,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         [str(op.target) for op in graph.operations if isinstance(op, ExternCall) and op.kind == "extern"],
         wrapper,
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()],
-        guards=list(graph.sizes.guards) if graph.sizes is not None else [])
+        guards=list(graph.sizes.guards) if graph.sizes is not None else [],
+        choices=list(graph.sizes.choices) if graph.sizes is not None else [])
     warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]

@@ -25,6 +25,9 @@ class GraphArtifacts:
     clones: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (user kernel, arg, why)
     role: str = "inference"  # which AOTAutograd graph: "inference", "forward" or "backward"
     guards: list[str] = dataclasses.field(default_factory=list)  # on symbolic sizes, added by compiling
+    # symbolic sizes: heuristic choices baked in at the example's sizes, [heuristic, [sizes],
+    # [extra], value] (no guards: a graph-cache hit where one comes out otherwise compiles afresh)
+    choices: list = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]

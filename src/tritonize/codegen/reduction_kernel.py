@@ -85,12 +85,13 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
         limit = MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK
         kind = "persistent_reduction" if rblock <= limit else "reduction"
         writer = _write_body(space, buffers, group, members, plan, persistent=kind != "reduction")
-        body = ([f"RBLOCK: tl.constexpr = {rblock}"] if writer.persistent else []) + writer.lines
+        body = writer.lines
         blocks = ["XBLOCK"] if writer.persistent else ["XBLOCK", "RBLOCK"]
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
-    source = kernel_source(name, params, blocks, _head_lines(space, writer, group) + body)
+    baked = rblock if kind == "persistent_reduction" else None
+    source = kernel_source(name, params, blocks, _head_lines(space, writer, group, baked) + body)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
                           hint="outer" if outer else "inner", checks=writer.has_checks,
                           numel_exprs=plan.numel_exprs)
@@ -498,12 +499,15 @@ class _ReductionWriter(_BodyWriter):
                           f"{state[1]}, {state[0]}, {value}, {tile_max})")
 
 
-def _head_lines(space: RowIteration, writer: _ReductionWriter, group) -> list[str]:
-    """The kernel's lines before its body: numels, the program's rows and their mask."""
+def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblock: int | None) -> list[str]:
+    """The kernel's lines before its body: numels, the program's rows and their mask (and a
+    whole-row kernel's RBLOCK, baked in)."""
     program = "tl.program_id(0).to(tl.int64)" if writer.use_int64 else "tl.program_id(0)"
     lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {print_index(space.xnumel)}",
-             f"rnumel = {print_index(space.rnumel)}",
-             f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]"]
+             f"rnumel = {print_index(space.rnumel)}"]
+    if baked_rblock is not None:
+        lines.append(f"RBLOCK: tl.constexpr = {baked_rblock}")
+    lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     if writer.x_mask:
         lines.append("xmask = xindex < xnumel")
     return lines + _dim_lines(space.x_dims, "xindex")

@@ -50,9 +50,8 @@ def render_scan_kernel(group, buffers: dict, name: str, sizes: SizeOracle | None
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
     params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
-    body = ([f"RBLOCK: tl.constexpr = {rblock}"] if persistent else []) + writer.lines
     source = kernel_source(name, params, ["XBLOCK"] if persistent else ["XBLOCK", "RBLOCK"],
-                           _head_lines(space, writer, group) + body)
+                           _head_lines(space, writer, group, rblock if persistent else None) + writer.lines)
     kind = "scan" if persistent else "looped_scan"
     hint = "outer" if _scans_along_rows(space, members) else "inner"
     return RenderedKernel(name, source, kind, arg_names, plan.hints[0], 1, group.origins(),

@@ -22,6 +22,17 @@ import sympy
 import torch
 
 Size = int | sympy.Expr
+# Heuristics whose choice on symbolic sizes the generated code bakes in: name -> function of
+# the sizes' example values (and plain arguments). Registered with @heuristic where they live.
+HEURISTICS: dict = {}
+
+
+def heuristic(name: str):
+    def register(fn):
+        HEURISTICS[name] = fn
+        return fn
+    return register
+
 UNBACKED_GUESS = 8192  # a data-dependent size, for heuristics (what Inductor assumes too)
 
 
@@ -150,6 +161,7 @@ class SizeOracle:
     def __init__(self, shape_env=None):
         self.shape_env = shape_env
         self.guards: list[str] = []
+        self.choices: list = []  # [heuristic, [size texts], [extra], value]: see choose
 
     @classmethod
     def of(cls, example_inputs) -> "SizeOracle":
@@ -201,6 +213,36 @@ class SizeOracle:
         unbacked = {s: sympy.Integer(self._unbacked_guess(s)) for s in value.free_symbols if s not in backed}
         hint = getattr(self.shape_env, "guarding_hint_or_throw", None) or self.shape_env.size_hint  # torch 2.11
         return int(hint(_to_shape_env(sympy.sympify(value).xreplace(unbacked) if unbacked else value)))
+
+    def choose(self, name: str, sizes: tuple, *extra):
+        """HEURISTICS[name] at the example's values of `sizes` (and the plain `extra`): a
+        heuristic choice the generated code bakes in (a split count). No guard: any size stays
+        right. A choice made on symbolic sizes is recorded (`choices`): a graph-cache entry is
+        reused only where the choice comes out the same (graph_cache.py), so a graph first
+        compiled at small sizes does not run large ones with small-size choices."""
+        value = HEURISTICS[name](*[self.hint(s) for s in sizes], *extra)
+        symbols = size_symbols(sizes)
+        if symbols and not symbols - set(self._backed()):
+            self.choices.append([name, [str(s) for s in sizes], list(extra), value])
+        return value
+
+    def same_choices(self, choices: list, parse) -> bool:
+        """Whether recorded choices come out the same at this graph's example; parse(text) is
+        a size expression over this ShapeEnv's symbols."""
+        for name, texts, extra, value in choices:
+            if name not in HEURISTICS:
+                return False
+            hints = [self._hint_of(parse(text)) for text in texts]
+            if None in hints or HEURISTICS[name](*hints, *extra) != value:
+                return False
+        return True
+
+    def _hint_of(self, value) -> int | None:
+        """The example's value of an expression over backed symbols; None if it has others."""
+        backed = self._backed()
+        if value.free_symbols - set(backed):
+            return None
+        return int(sympy.sympify(value).xreplace({s: sympy.Integer(int(backed[s])) for s in value.free_symbols}))
 
     def _unbacked_guess(self, symbol) -> int:
         bounds = self.shape_env.var_to_range.get(symbol)

@@ -15,8 +15,8 @@ import torch
 from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, contiguous_strides, neutral_value
-from ..ir.symbols import FloorDiv, ModularIndexing, affine_coefficients, dim_vars, reduction_vars
-from ..ir.sizes import any_symbolic, is_symbolic
+from ..ir.symbols import FloorDiv, ModularIndexing, affine_coefficients, dim_vars, is_size_symbol, reduction_vars
+from ..ir.sizes import any_symbolic, heuristic, is_symbolic
 from .dtypes import upcast
 from .pointwise import output_of
 from .registry import lowering
@@ -81,6 +81,7 @@ MIN_SPLIT_CHUNK_OUTER = 512  # rows; an outer program still reads 64 columns of 
 MIN_SPLIT_RNUMEL = 16384  # shorter rows take a few microseconds in one program: not worth a launch
 
 
+@heuristic("split_factor")
 def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
     """How many partial results a row is split into (1: no split). A looped inner reduction
     runs a row a program; an outer one 64 rows a program. Split until about TARGET_PROGRAMS
@@ -101,11 +102,13 @@ def split_factor(xnumel: int, rnumel: int, outer: bool) -> int:
 def _split_of(ctx, xnumel, rnumel, outer: bool) -> int:
     """split_factor of the sizes, or for symbolic ones of the example's (the split is a
     constant of the graph; the chunk a partial reduces is then symbolic: any size stays right,
-    and sizes near the example's get its speed). Unbacked sizes have no example: no split."""
+    and sizes near the example's get its speed; the graph cache reuses the graph only where
+    the split comes out the same).
+    Unbacked sizes have no example: no split."""
     if not any_symbolic([xnumel, rnumel]):
         return split_factor(xnumel, rnumel, outer)
     try:
-        return split_factor(ctx.sizes.hint(xnumel), ctx.sizes.hint(rnumel), outer)
+        return ctx.sizes.choose("split_factor", (xnumel, rnumel), outer)
     except Exception:  # noqa: BLE001  (no hint: an unbacked size, or no ShapeEnv)
         return 1
 
@@ -116,7 +119,8 @@ def _is_outer(element: ex.Expr, red_vars) -> bool:
         return False
     innermost = red_vars[-1]
     for load in ex.loads(element):
-        coeffs = affine_coefficients(load.args[1], sorted(load.args[1].free_symbols, key=str))
+        variables = [s for s in load.args[1].free_symbols if not is_size_symbol(s)]  # (not sizes)
+        coeffs = affine_coefficients(load.args[1], sorted(variables, key=str))
         if coeffs is not None and coeffs.get(innermost, 0) == 1:
             return False
     return bool(ex.loads(element))
