@@ -111,14 +111,26 @@ def test_kernels_take_sizes_as_parameters_and_mask():
     assert "numel_exprs" in artifacts.wrapper and "numel_exprs" not in report.wrapper
 
 
-UNBACKED = {  # name: (fn, argument makers per call); sizes only the data decides (u0, u1...)
+MASK_INDEX = "aten.index.Tensor"
+UNBACKED = {  # name: (fn, argument makers per call, the ops that decide sizes); sizes only the data decides
     "nonzero": (lambda x: x.nonzero() * 2, [lambda: randn(5, 3), lambda: randn(7, 4),
-                                            lambda: torch.zeros(3, 2, device=DEVICE)]),
-    "boolean_mask": (lambda x: (x[x > 0] * 2 + 1, x[x > 0].sum()), [lambda: randn(5, 3), lambda: randn(40, 9)]),
+                                            lambda: torch.zeros(3, 2, device=DEVICE)], ["aten.nonzero.default"]),
+    "boolean_mask": (lambda x: (x[x > 0] * 2 + 1, x[x > 0].sum()), [lambda: randn(5, 3), lambda: randn(40, 9)],
+                     [MASK_INDEX]),
+    "masked_select": (lambda x: torch.masked_select(x, x > 0).cos() + 1, [lambda: randn(6, 5), lambda: randn(3, 9)],
+                      ["aten.masked_select.default"]),
+    "unique": (lambda x: torch.unique(x.round()) * 2, [lambda: randn(20), lambda: randn(7)], ["aten._unique2.default"]),
+    "softmax_of_masked": (lambda x: torch.softmax(x[x.abs() > 0.2], 0), [lambda: randn(30), lambda: randn(9)],
+                          [MASK_INDEX]),
+    "cat_of_masked": (lambda x: torch.cat([x[x > 0], x[x < 0] * 2]), [lambda: randn(9), lambda: randn(14)],
+                      [MASK_INDEX]),
+    "gather_by_nonzero": (lambda x: x[x.nonzero()[:, 0]] * 2, [lambda: randn(7, 3), lambda: randn(4, 5)],
+                          ["aten.nonzero.default"]),
 }
 ITEM = {  # .item() of an int tensor, with capture_scalar_outputs
     "slice_to_item": lambda x, n: x[:n.sum().item()] * 2,
     "factory_of_item": lambda x, n: torch.ones(n.sum().item(), device=x.device) * x.sum(),
+    "arange_to_item": lambda x, n: torch.arange(n.max().item(), device=x.device) * x.sum(),
 }
 
 
@@ -145,11 +157,29 @@ def _compile_and_check(fn, calls, expected_fallbacks):
 def test_data_dependent_sizes_are_generated_after_the_op_that_decides_them(name):
     """The op that decides a size (nonzero, a boolean mask) runs through aten; the wrapper reads
     u0 from its result, asserts what the graph assumed of it, and generates the rest over u0."""
-    fn, makers = UNBACKED[name]
+    fn, makers, deciding_ops = UNBACKED[name]
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        op = "aten.nonzero.default" if name == "nonzero" else "aten.index.Tensor"
-        artifacts = _compile_and_check(fn, [[make()] for make in makers], [op])
+        artifacts = _compile_and_check(fn, [[make()] for make in makers], deciding_ops)
     assert "u0 = " in artifacts.wrapper and "assert u0 >= 0" in artifacts.wrapper
+
+
+def test_training_through_a_data_dependent_size_matches_eager():
+    def fn(x, w):
+        y = x[x > 0] * w.sum()
+        return y.pow(2).sum() + torch.softmax(y, 0).max()
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the ops that decide sizes are named: tested above)
+        for n in (10, 17, 31):
+            x, w = randn(n).requires_grad_(), randn(3).requires_grad_()
+            x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+            actual, expected = compiled(x, w), fn(x2, w2)
+            actual.backward()
+            expected.backward()
+            assert_same(actual, expected)
+            assert_same(x.grad, x2.grad)
+            assert_same(w.grad, w2.grad)
 
 
 @pytest.mark.parametrize("name", sorted(ITEM))
