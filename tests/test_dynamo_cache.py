@@ -362,3 +362,42 @@ def test_caching_off_dynamo_cache_off_and_debug_dir_bypass(cache, device, monkey
         for _ in range(2):
             assert_same(compile_fresh(fn)(x), fn(x))
     assert dynamo_cache.STATS == {"uncached": 2} and dynamo_entries(cache) == []
+
+
+# ----------------------------------------------------------------------------- symbolic sizes
+
+
+def compile_fresh_dynamic(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="tritonize", dynamic=True)
+
+
+def test_a_symbolic_graph_hits_at_other_sizes_with_its_guards_installed(cache, device):
+    """Keyed by its sizes' expressions and ranges, not this call's sizes: a fresh compile at
+    other sizes hits, and the size guards the compile added are Dynamo's guards again."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    def fn(x, y):
+        return (x * 2 + y).softmax(-1)
+
+    for rows, cols in ((5, 7), (9, 3), (6, 11)):
+        x, y = torch.randn(rows, cols, device=device), torch.randn(cols, device=device)
+        out = compile_fresh_dynamic(fn)(x, y)
+        assert_same(out, fn(x, y))
+        assert 0 in out._dynamo_propagated_dynamic_indices  # marked as AOTAutograd marks them
+        [entry] = _debug_get_cache_entry_list(fn.__code__)
+        assert "2147483647" in str(entry.guard_manager)  # the int32-indexing guard
+    assert dynamo_cache.STATS == {"miss": 1, "store": 1, "hit": 2}
+
+
+def test_a_symbolic_graph_whose_stored_guard_fails_here_is_compiled_afresh(cache, device, monkeypatch):
+    from tritonize.ir.sizes import SizeOracle
+
+    def fn(x):
+        return x.cos() - 1
+
+    compile_fresh_dynamic(fn)(torch.randn(6, 4, device=device))
+    monkeypatch.setattr(SizeOracle, "holds_at_hint", lambda self, condition: False)  # sizes past the guard
+    x = torch.randn(6, 4, device=device)
+    assert_same(compile_fresh_dynamic(fn)(x), fn(x))
+    assert dynamo_cache.STATS["hit"] == 0 and dynamo_cache.STATS["miss"] == 2

@@ -81,7 +81,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         problem = problem or graph_cache.unstorable_reason(compiled)
         if problem is None:  # the runner a warm process gets; torch's aot_compile can save it
             return dynamo_cache.CachedInference(compiled, pending.disable_autocast,
-                                                dynamo_cache.gpu_identity(example_inputs))
+                                                dynamo_cache.gpu_identity(example_inputs), pending.dynamic_dims)
         if precompiling:
             raise precompiled.cannot_precompile(gm, problem)
         return compiled_fn

@@ -94,7 +94,8 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
         if any(True for _ in gm.named_parameters()) or any(True for _ in gm.named_buffers()):
             raise NotCacheable("the graph module has parameters or buffers of its own")
         text = graph_text(gm)
-        inputs = [input_key(x) for x in example_inputs]
+        traced = traced_inputs(gm, example_inputs)
+        inputs = [input_key(x) for x in traced] + [graph_cache.symbol_ranges(traced)]
         with graph_cache.real_tensors():
             constants = graph_cache.constants_digest(gm)
         if any(len(c) == 2 for c in constants):
@@ -108,6 +109,21 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
         return None
     return disk_cache.stable_hash(FORMAT, text, inputs, constants, state, code_options(options),
                                   graph_cache.versions())
+
+
+def traced_inputs(gm: torch.fx.GraphModule, example_inputs) -> list:
+    """The inputs as Dynamo traced them: where a placeholder's traced value has symbolic sizes,
+    that fake tensor (Dynamo hands the backend real tensors of this call's sizes)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return list(example_inputs)
+    found = []
+    for node, value in zip(placeholders, example_inputs):
+        traced = node.meta.get("example_value")
+        symbolic = isinstance(traced, torch.Tensor) and isinstance(value, torch.Tensor) and any(
+            isinstance(s, torch.SymInt) for s in (*traced.shape, *traced.stride(), traced.storage_offset()))
+        found.append(traced if symbolic else value)
+    return found
 
 
 def graph_text(gm: torch.fx.GraphModule) -> str:
@@ -200,11 +216,12 @@ def input_key(value) -> list:
             raise NotCacheable(f"input of type {type(value).__name__}")
         if value.layout != torch.strided or value.is_quantized or value.is_conj() or value.is_neg():
             raise NotCacheable("an input that is not a plain strided tensor")
-        sizes = list(value.shape) + list(value.stride()) + [value.storage_offset()]
-        if not all(type(s) is int for s in sizes):
-            raise NotCacheable("symbolic sizes")
-        return ["tensor", list(value.shape), list(value.stride()), value.storage_offset(), str(value.dtype),
-                str(value.device), value.requires_grad, isinstance(value, torch.nn.Parameter), value.is_inference()]
+        sizes = graph_cache.sizes_key  # ints as they are, symbolic sizes as their expressions' text
+        return ["tensor", sizes(value.shape), sizes(value.stride()), sizes([value.storage_offset()]),
+                str(value.dtype), str(value.device), value.requires_grad, isinstance(value, torch.nn.Parameter),
+                value.is_inference()]
+    if isinstance(value, torch.SymInt):
+        return ["symint", str(value.node.expr)]
     if type(value) in (bool, int, float, str, type(None)):
         return [type(value).__name__, value]
     raise NotCacheable(f"input of type {type(value).__name__}")
@@ -296,8 +313,8 @@ def _convention_problem(meta, aten_gm, aten_inputs, dynamo_inputs, dynamo_output
     for info in meta.output_info:
         if info.output_type.name != "non_alias":
             return f"an output is {info.output_type.name}"
-        if info.requires_grad or info.dynamic_dims:
-            return "an output requires grad or has dynamic dims"
+        if info.requires_grad:
+            return "an output requires grad"
     checks = {
         "intermediate bases": meta.num_intermediate_bases,
         "aliased outputs": meta.num_outputs_aliased,
@@ -322,19 +339,19 @@ def _graph_outputs(gm: torch.fx.GraphModule) -> list:
 
 
 def _same_input(aten_value, dynamo_value) -> bool:
-    """Compared without guarding: a symbolic size or value is never the same (comparing it with
-    a real one would add a guard to the shape env and specialize the graph)."""
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-
+    """Compared without guarding: a symbolic size is the same as another with the same
+    expression (comparing it with a real one would add a guard and specialize the graph)."""
     if isinstance(dynamo_value, torch.Tensor) != isinstance(aten_value, torch.Tensor):
         return False
     if not isinstance(dynamo_value, torch.Tensor):
+        if isinstance(aten_value, torch.SymInt) and isinstance(dynamo_value, torch.SymInt):
+            return aten_value.node.expr == dynamo_value.node.expr
         if isinstance(aten_value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return False
         return type(aten_value) is type(dynamo_value) and aten_value == dynamo_value
-    if not all(is_concrete_int(s) for s in (*aten_value.shape, *aten_value.stride())):
-        return False
-    return (aten_value.shape == dynamo_value.shape and aten_value.stride() == dynamo_value.stride()
+    sizes = graph_cache.sizes_key  # symbolic sizes compared as expressions, which adds no guard
+    return (sizes(aten_value.shape) == sizes(dynamo_value.shape)
+            and sizes(aten_value.stride()) == sizes(dynamo_value.stride())
             and aten_value.dtype == dynamo_value.dtype and aten_value.device == dynamo_value.device)
 
 
@@ -360,10 +377,14 @@ class CachedInference(SerializableCallable):
     requires: `gpus` ([device, name, capability] per GPU of its inputs) goes into the artifact,
     whose format is precompiled.py's. Being one costs the call path nothing."""
 
-    def __init__(self, compiled: CompiledGraph, disable_autocast: bool, gpus: list | None = None):
+    def __init__(self, compiled: CompiledGraph, disable_autocast: bool, gpus: list | None = None,
+                 dynamic_dims: list | None = None):
         self.compiled = compiled
         self.disable_autocast = disable_autocast
         self.gpus = gpus or []
+        # symbolic sizes: per output, the dims Dynamo is told stay dynamic (or None), as
+        # AOTAutograd's runtime wrapper marks them for the graphs that take them next
+        self.dynamic_dims = dynamic_dims if dynamic_dims and any(dynamic_dims) else None
 
     @classmethod
     def serialize_compile_artifacts(cls, fn: "CachedInference") -> bytes:
@@ -396,7 +417,27 @@ class CachedInference(SerializableCallable):
         finally:
             if grad_enabled:
                 torch._C._set_grad_enabled(True)
-        return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+        outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+        if self.dynamic_dims is not None:
+            _mark_dynamic_outputs(outputs, self.dynamic_dims)
+        return outputs
+
+
+def _mark_dynamic_outputs(outputs: list, dynamic_dims: list) -> None:
+    from torch._functorch._aot_autograd.runtime_wrappers import mark_dynamo_propagated_dynamic_indices
+
+    for tensor, dims in zip(outputs, dynamic_dims):
+        if dims:
+            mark_dynamo_propagated_dynamic_indices(tensor, set(dims))
+
+
+def output_dynamic_dims() -> list | None:
+    """Per output of the graph AOTAutograd is compiling: its dynamic dims (sorted) or None."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    if meta is None:
+        return None
+    return [sorted(info.dynamic_dims) if info.dynamic_dims else None for info in meta.output_info]
 
 
 def lookup(gm: torch.fx.GraphModule, example_inputs, options) -> tuple[str | None, CachedInference | None]:
@@ -405,7 +446,7 @@ def lookup(gm: torch.fx.GraphModule, example_inputs, options) -> tuple[str | Non
     if key is None:
         STATS["uncached"] += 1
         return None, None
-    hit = load(key, options, gpu_identity(example_inputs))
+    hit = load(key, options, gpu_identity(example_inputs), traced_inputs(gm, example_inputs))
     STATS["hit" if hit is not None else "miss"] += 1
     log.debug("tritonize cache: Dynamo graph is a %s (%s)", "hit" if hit is not None else "miss", key)
     return key, hit
@@ -418,14 +459,16 @@ class PendingEntry:
 
     def __init__(self, key: str | None, gm: torch.fx.GraphModule, example_inputs, options):
         self.key, self.options = key, options
-        self.inputs = list(example_inputs)
+        self.inputs = traced_inputs(gm, example_inputs)
         self.num_outputs = len(_graph_outputs(gm))
         self.disable_autocast = torch._C._is_any_autocast_enabled()  # as AOTAutograd's wrapper decides
         self.offers: list = []
+        self.dynamic_dims: list | None = None  # of the offered graph's outputs (symbolic sizes)
 
     def offer(self, compiled: CompiledGraph, aten_gm: torch.fx.GraphModule, aten_inputs) -> None:
         """Called by the inference compiler, inside AOTAutograd, for the graph it compiled."""
         problem = trivial_convention(aten_gm, aten_inputs, self.inputs, self.num_outputs)
+        self.dynamic_dims = output_dynamic_dims()
         self.offers.append((compiled, problem))
 
     def finish(self) -> tuple[CompiledGraph | None, str | None]:
@@ -442,7 +485,7 @@ class PendingEntry:
         not_stored = problem
         if not_stored is None and compiled.cache_key is None:
             not_stored = "its aten graph is not in the graph cache"
-        if not_stored is None and store(self.key, self.options, compiled, self.disable_autocast):
+        if not_stored is None and store(self.key, self.options, compiled, self.disable_autocast, self.dynamic_dims):
             STATS["store"] += 1
         else:
             STATS["not_stored"] += 1
@@ -450,8 +493,9 @@ class PendingEntry:
         return compiled, problem
 
 
-def load(key: str, options, gpus: list | None = None) -> CachedInference | None:
-    """The hit for this key, or None (a miss: no entry, a damaged one, or its graph is gone)."""
+def load(key: str, options, gpus: list | None = None, example_inputs=()) -> CachedInference | None:
+    """The hit for this key, or None (a miss: no entry, a damaged one, its graph is gone, or,
+    for symbolic sizes, the graph's size guards or choices fail at example_inputs)."""
     directory = cache_dir(options)
     if directory is None:
         return None
@@ -463,21 +507,23 @@ def load(key: str, options, gpus: list | None = None) -> CachedInference | None:
         if entry["format"] != FORMAT:
             raise ValueError(f"format {entry['format']!r}")
         graph_key, disable_autocast = str(entry["graph_key"]), bool(entry["disable_autocast"])
+        dynamic_dims = entry.get("dynamic_dims")
         if not re.fullmatch(r"[0-9a-f]{40}", graph_key):
             raise ValueError(f"graph key {graph_key!r}")
     except (KeyError, TypeError, ValueError) as err:
         log.debug("tritonize cache: ignoring Dynamo entry %s: %s", path, err)
         return None
-    compiled = graph_cache.load_cached_graph(graph_key)
+    compiled = graph_cache.load_cached_graph(graph_key, example_inputs)
     if compiled is None:
         log.debug("tritonize cache: Dynamo entry %s names graph %s, which did not load", path, graph_key)
         return None
-    return CachedInference(compiled, disable_autocast, gpus)
+    return CachedInference(compiled, disable_autocast, gpus, dynamic_dims)
 
 
-def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool) -> bool:
+def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool, dynamic_dims=None) -> bool:
     directory = cache_dir(options)
     if directory is None or compiled.cache_key is None:
         return False
-    entry = {"format": FORMAT, "graph_key": compiled.cache_key, "disable_autocast": disable_autocast}
+    entry = {"format": FORMAT, "graph_key": compiled.cache_key, "disable_autocast": disable_autocast,
+             "dynamic_dims": dynamic_dims}
     return disk_cache.write_json(directory / f"{key}.entry", entry)

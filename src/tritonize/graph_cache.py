@@ -77,12 +77,13 @@ def compile_graph_cached(gm: torch.fx.GraphModule, example_inputs, options, grap
     return compiled
 
 
-def load_cached_graph(key: str) -> CompiledGraph | None:
-    """The stored graph with this key (the Dynamo-level cache's hit path), or None."""
+def load_cached_graph(key: str, example_inputs=()) -> CompiledGraph | None:
+    """The stored graph with this key (the Dynamo-level cache's hit path), or None. Symbolic
+    sizes: its size guards are reinstalled in example_inputs' ShapeEnv (None if one fails)."""
     directory = disk_cache.entry_dir("graphs")
     if directory is None:
         return None
-    hit = _load(directory / f"{key}.entry")
+    hit = _load(directory / f"{key}.entry", example_inputs)
     if hit is not None:
         STATS["hit"] += 1
         hit.cache_key = key
@@ -126,7 +127,7 @@ def graph_text(gm: torch.fx.GraphModule) -> str:
 def _input_key(value):
     if isinstance(value, torch.Tensor):
         negated = ["neg"] if value.is_neg() else []  # the wrapper resolves the bit (InputBuffer)
-        return ["tensor", _sizes_key(value.shape), _sizes_key(value.stride()), _sizes_key([value.storage_offset()]),
+        return ["tensor", sizes_key(value.shape), sizes_key(value.stride()), sizes_key([value.storage_offset()]),
                 str(value.dtype), str(value.device), value.requires_grad] + negated
     if isinstance(value, torch.SymInt):
         return ["symint", str(value.node.expr)]
@@ -135,7 +136,7 @@ def _input_key(value):
     return None
 
 
-def _sizes_key(values) -> list:
+def sizes_key(values) -> list:
     """Ints as they are, symbolic sizes as their expression's text."""
     return [s if type(s) is int else str(s.node.expr) for s in values]
 

@@ -302,7 +302,7 @@ def dump_inference(runner: CachedInference) -> bytes:
         reason = graph_cache.unstorable_reason(runner.compiled) or "its constants have no stored form"
         raise CompileError("precompile", f"the compiled graph cannot be saved: {reason}")
     header = {"format": FORMAT, "versions": versions(), "gpus": runner.gpus,
-              "disable_autocast": runner.disable_autocast}
+              "disable_autocast": runner.disable_autocast, "dynamic_dims": runner.dynamic_dims}
     return _frame_with_header(header, graph)
 
 
@@ -314,7 +314,7 @@ def load_inference(data: bytes) -> CachedInference:
         compiled = graph_cache.load_graph(graph)
     except Exception as err:
         raise PrecompiledArtifactError(f"the compiled graph does not load: {type(err).__name__}: {err}") from err
-    return CachedInference(compiled, bool(header["disable_autocast"]), header["gpus"])
+    return CachedInference(compiled, bool(header["disable_autocast"]), header["gpus"], header.get("dynamic_dims"))
 
 
 def _frame_with_header(header: dict, payload: bytes) -> bytes:
