@@ -258,8 +258,13 @@ def host_profile(fn, x, args, steps=20):
         synchronize(args.device)
         profiler.disable()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.host_profile)
-    return ["    " + line for line in text.getvalue().splitlines() if line.strip()][-args.host_profile - 2:]
+    stats = pstats.Stats(profiler, stream=text).sort_stats("tottime")
+    stats.print_stats(args.host_profile)
+    lines = ["    " + line for line in text.getvalue().splitlines() if line.strip()][-args.host_profile - 2:]
+    callers = io.StringIO()  # who makes the calls a static step does not (torch.as_tensor, 2026-11-25)
+    stats.stream = callers
+    stats.print_callers(5)
+    return lines + ["    " + line for line in callers.getvalue().splitlines() if line.strip()][-40:]
 
 
 def parse_args(argv=None):

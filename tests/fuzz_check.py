@@ -129,9 +129,10 @@ def loss_grads(program, inputs, outputs):
     return [t.grad for t in wanted]
 
 
-def check_program(program, device: str, backend="tritonize") -> list:
+def check_program(program, device: str, backend="tritonize", dynamic: bool = False) -> list:
     """The problems tritonize (or another torch.compile `backend`) has with `program` on `device`
-    (empty when it matches eager)."""
+    (empty when it matches eager). dynamic: compiled with dynamic=True, every size symbolic (the
+    programs spell some sizes out, so they run at their own sizes only)."""
     fn, make_inputs = load(program)
     original = [t.detach().clone() for t in make_inputs(device)]
     eager_in, comp_in = make_inputs(device), make_inputs(device)
@@ -144,7 +145,7 @@ def check_program(program, device: str, backend="tritonize") -> list:
         return [f"invalid program (eager raises {type(e).__name__}: {str(e).splitlines()[0]})"]
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+        compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True if dynamic else None)
         comp_out = compiled(*comp_in)
         comp_grads = loss_grads(program, comp_in, comp_out) if program.training else []
     except Exception as e:
@@ -155,7 +156,8 @@ def check_program(program, device: str, backend="tritonize") -> list:
         return [f"{len(comp_out)} outputs, eager has {len(eager_out)}"]
     for j, (c, e, r) in enumerate(zip(comp_out, eager_out, ref_out)):
         found = compare_tensor(f"output {j}", c, e, r)
-        if found and all("strides" in p for p in found) and _aot_eager_strides(fn, make_inputs, device, j) == c.stride():
+        if found and all("strides" in p for p in found) and \
+                _aot_eager_strides(fn, make_inputs, device, j, dynamic) == c.stride():
             found = []  # the functional graph's strides: every torch.compile back end returns them
         problems += found
     for k, (c, e, r) in enumerate(zip(comp_grads, eager_grads, ref_grads)):
@@ -170,12 +172,12 @@ def check_program(program, device: str, backend="tritonize") -> list:
     return problems
 
 
-def _aot_eager_strides(fn, make_inputs, device, j):
+def _aot_eager_strides(fn, make_inputs, device, j, dynamic=False):
     """Output j's strides under torch.compile(backend="aot_eager"): the strides the functional aten
     graph gives it. They differ from eager's where an intermediate is written in place by an op
     whose functional form lays its result out differently (x.scatter_add_ keeps a transposed x's
     strides, aten.scatter_add returns a contiguous tensor); no back end sees the difference."""
     torch._dynamo.reset()
-    out = torch.compile(fn, backend="aot_eager", fullgraph=True)(*make_inputs(device))[j]
+    out = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=True if dynamic else None)(*make_inputs(device))[j]
     torch._dynamo.reset()
     return out.stride()

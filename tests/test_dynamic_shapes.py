@@ -52,6 +52,8 @@ GENERATED = {
     "expand": (lambda x, y: x.unsqueeze(1).expand(-1, y.shape[0], -1) + y, [[(5, 3), (4, 3)], [(7, 3), (6, 3)]]),
     "flip": (lambda x: x.flip(0) + 1, [[(5, 3)], [(7, 4)]]),
     "size_as_number": (lambda x: x * x.shape[0] + x.shape[1], [[(5, 3)], [(7, 4)]]),
+    "size_modulo": (lambda x: torch.roll(x, x.shape[0] // 2 + 1, 0) * 2 + x.shape[1] % 3,
+                    [[(5, 7)], [(8, 4)], [(9, 9)]]),
     # a size to a float power: Dynamo traces scalar_tensor(size) ** -0.5 (the attention scale)
     "size_to_a_float_power": (lambda x, m: torch.softmax(x * (x.shape[-1] ** -0.5) + m, -1),
                               [[(2, 5, 6), (2, 1, 6)], [(3, 7, 9), (3, 1, 9)]]),

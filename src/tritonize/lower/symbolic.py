@@ -14,7 +14,7 @@ import torch
 
 from ..errors import Unsupported
 from ..ir.sizes import as_size
-from ..ir.symbols import FloorDiv
+from ..ir.symbols import FloorDiv, ModularIndexing
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -43,9 +43,17 @@ def _floordiv(a, b):
     return as_size(FloorDiv(sympy.sympify(a), sympy.sympify(b)))
 
 
+def _mod(a, b):
+    """Python's a % b of sizes (fftshift's roll by n // 2 writes one): for a non-negative a and a
+    positive b, our ModularIndexing(a, 1, b)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b
+    return as_size(ModularIndexing(sympy.sympify(a), sympy.Integer(1), sympy.sympify(b)))
+
+
 INT_ARITHMETIC = {
     operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
-    operator.floordiv: _floordiv, operator.neg: operator.neg,
+    operator.floordiv: _floordiv, operator.neg: operator.neg, operator.mod: _mod,
 }
 for _op, _fn in INT_ARITHMETIC.items():
     lowering(_op)(lambda ctx, node, *args, _fn=_fn: as_size(_fn(*args)))
