@@ -431,3 +431,22 @@ def test_long_reductions_of_symbolic_length_are_split_as_the_example_would_be():
     assert graphs == 1 and not messages and not artifacts[0].fallbacks
     kinds = [k.kind for k in artifacts[0].kernels]
     assert kinds == ["adaptive_reduction", "persistent_reduction"] * 3, kinds  # partials, then their reduction
+
+
+def test_size_arithmetic_that_dynamo_leaves_in_the_graph():
+    """A float divided by a size (var's backward: 2 / (N - 1)), a size to an integer power, a
+    sum of sizes, and a reshape whose dims are equal only through torch's own view check."""
+    def var_training(x):
+        x = x.detach().requires_grad_()
+        x.var(1).sum().backward()
+        return x.grad
+
+    checks = {
+        "float_by_size": (var_training, [[(5, 6)], [(7, 9)]]),
+        "power": (lambda x: x * x.shape[0] ** 2, [[(5, 3)], [(7, 4)]]),
+        "reshape_to_halves": (lambda x: torch.log_softmax(-x, 0).reshape(2, -1) + 1, [[(8, 16)], [(6, 4)]]),
+    }
+    for name, (fn, shapes) in checks.items():
+        graphs, artifacts, messages = run_at_sizes(fn, shapes, atol=1e-5, rtol=1e-5)
+        assert not messages and all(not a.eager_reason for a in artifacts), (name, messages)
+        assert not [f for a in artifacts for f in a.fallbacks], name

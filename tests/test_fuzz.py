@@ -12,12 +12,22 @@ import fuzz_programs
 from conftest import DEVICE
 
 SEEDS = range(300)
+DYNAMIC_SEEDS = range(1000, 1080)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_program_matches_eager(seed):
     program = fuzz_programs.generate(seed)
     problems = fuzz_check.check_program(program, DEVICE)
+    assert not problems, "\n".join(problems) + "\n\n" + program.source()
+
+
+@pytest.mark.parametrize("seed", DYNAMIC_SEEDS)
+def test_random_program_with_symbolic_sizes_matches_eager(seed):
+    """The same programs compiled with dynamic=True: every size symbolic (at the program's own
+    sizes: some statements spell sizes out). `bench/fuzz.py --dynamic` runs more."""
+    program = fuzz_programs.generate(seed)
+    problems = fuzz_check.check_program(program, DEVICE, dynamic=True)
     assert not problems, "\n".join(problems) + "\n\n" + program.source()
 
 

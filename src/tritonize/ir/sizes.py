@@ -269,6 +269,24 @@ class SizeOracle:
         self.shape_env.evaluate_expr(_to_shape_env(condition))
         self.guards.append(str(condition))
 
+    def guard_equal(self, a: Size, b: Size) -> bool:
+        """a == b, guarded when it holds at the example sizes but is not proven (a reshape's
+        dims whose products torch's own view check made equal: Dynamo guards the same); False,
+        with nothing guarded, when the example says otherwise or a size has no hint."""
+        if self.known_equal(a, b):
+            return True
+        symbols = size_symbols([a, b])
+        if self.shape_env is None or not symbols or symbols - set(self._backed()):
+            return False
+        if self.hint(a) != self.hint(b):
+            return False
+        self._guard(sympy.Eq(sympy.sympify(a), sympy.sympify(b)))
+        return True
+
+    def _guard(self, condition) -> None:
+        self.shape_env.evaluate_expr(_to_shape_env(condition))  # records the guard with Dynamo's ShapeEnv
+        self.guards.append(str(condition))
+
     def guard_at_most(self, value: Size, limit: int) -> bool:
         """value <= limit, guarded when it holds at the example sizes but is not proven; False
         (and nothing guarded) when it does not hold at the example sizes, or value has no hint
@@ -279,7 +297,5 @@ class SizeOracle:
             return False
         if self.hint(value) > limit:
             return False
-        condition = sympy.Le(value, limit)
-        self.shape_env.evaluate_expr(_to_shape_env(condition))  # records the guard with Dynamo's ShapeEnv
-        self.guards.append(str(condition))
+        self._guard(sympy.Le(value, limit))
         return True

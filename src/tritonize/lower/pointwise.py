@@ -36,11 +36,20 @@ def operand(arg, out_size, dtype: torch.dtype) -> ex.Expr:
     if isinstance(arg, sympy.Expr):  # a symbolic size used as a number (ir/sizes.py)
         numerator, denominator = sympy.fraction(arg)
         if denominator != 1:  # a ratio of sizes (lower/symbolic.py): a / b in double precision
-            ratio = ex.op("truediv", ex.to_dtype(ex.index_expr(numerator, torch.int64), torch.float64),
+            ratio = ex.op("truediv", _as_double(numerator),
                           ex.to_dtype(ex.index_expr(denominator, torch.int64), torch.float64), dtype=torch.float64)
             return ex.to_dtype(ratio, dtype)
         return ex.to_dtype(ex.index_expr(arg, torch.int64), dtype)
     raise Unsupported(f"operand of type {type(arg).__name__}")
+
+
+def _as_double(value: sympy.Expr) -> ex.Expr:
+    """A ratio's numerator in double precision: a size, or a float constant (2.0 / (N - 1))."""
+    if value.is_Float:
+        return ex.constant(float(value), torch.float64)
+    if value.free_symbols and any(a.is_Float for a in sympy.Mul.make_args(value)):
+        raise Unsupported(f"a float multiple of a size as an operand: {value}")
+    return ex.to_dtype(ex.index_expr(value, torch.int64), torch.float64)
 
 
 def output_of(node):

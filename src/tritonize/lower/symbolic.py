@@ -63,14 +63,29 @@ def _truediv(a, b):
     """A ratio of sizes (decompositions write N / (N - 1) for an unbiased variance): Python's
     float a / b, kept as the exact fraction; pointwise operands (lower/pointwise.py) and the
     wrapper (codegen/index_printer.py) evaluate it as a / b in double precision."""
-    if any(isinstance(v, (float, sympy.Float)) for v in (a, b)):
-        raise Unsupported("a division of a float by a size")
-    if isinstance(a, int) and isinstance(b, int):
+    if isinstance(b, (float, sympy.Float)) or not isinstance(a, (int, float, sympy.Expr)):
+        raise Unsupported("a division by a float")
+    if isinstance(a, (int, float)) and isinstance(b, int):
         return a / b
+    if isinstance(a, (float, sympy.Float)):  # a float by a size (var's backward: 2.0 / (N - 1))
+        return sympy.Float(a) / sympy.sympify(b)
     return sympy.sympify(a) / sympy.sympify(b)
 
 
 lowering(operator.truediv)(lambda ctx, node, a, b: _truediv(a, b))
+
+
+@lowering(operator.pow)
+def lower_pow(ctx, node, base, exponent):
+    """A size to a non-negative integer power (a float power is a SymFloat: not a size)."""
+    if not isinstance(exponent, int) or exponent < 0 or isinstance(base, (float, sympy.Float)):
+        raise Unsupported("a power of a size that is not a size")
+    return as_size(sympy.sympify(base) ** exponent)
+
+
+@lowering(torch.sym_sum)
+def lower_sym_sum(ctx, node, values):
+    return as_size(sympy.Add(*[sympy.sympify(v) for v in values]))
 
 
 @lowering(torch.sym_float)

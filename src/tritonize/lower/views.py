@@ -154,10 +154,16 @@ def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
 
 def reshape_index(old_size, new_size, sizes=None) -> list:
     """Index into old_size given the index (d0..) of a reshape to new_size. Dims are grouped
-    where their products are equal; with symbolic sizes the products must be known equal (the
-    example's values only say which side to extend)."""
+    where their products are equal; with symbolic sizes the products must be known equal, or
+    equal at the example and then guarded (torch's view check made them equal: x.reshape(2, -1)
+    has s0*s1 == 2*(s0*s1 // 2)); the example's values say which side to extend."""
     hint = sizes.hint if sizes is not None else int
-    equal = sizes.known_equal if sizes is not None else (lambda a, b: a == b)
+
+    def equal(a, b) -> bool:
+        if sizes is None:
+            return a == b
+        return sizes.known_equal(a, b) or (hint(a) == hint(b) and sizes.guard_equal(a, b))
+
     new_dims = dim_vars(len(new_size))
     old_nontrivial = [k for k, s in enumerate(old_size) if s != 1]
     new_nontrivial = [k for k, s in enumerate(new_size) if s != 1]
