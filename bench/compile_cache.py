@@ -10,7 +10,7 @@ TORCHINDUCTOR_CACHE_DIR). The cold process and then the warm process each build 
 inference, bf16 on the GPU) and time the first call, compilation included, to its result
 (synchronized): "cold s" and "warm s". "process s" is the warm worker's whole run, imports and
 model building included. For tritonize the warm run reports its graph-cache hits/misses (a warm
-run that misses is a bug) and its Dynamo-level cache hits/misses (tritonize/dynamo_cache.py: a hit
+run that misses is a bug) and its Dynamo-level cache hits/misses (tritonize/caching/dynamo_cache.py: a hit
 skips AOTAutograd as well; graphs it does not store, such as ones that mutate their inputs, miss
 every time). "floor s" (tritonize rows) is a third fresh process with backend="eager": Dynamo's
 trace and guards alone, the part of a warm first call that no cache of a back end can skip (a
@@ -73,7 +73,7 @@ def run_worker(args):
         result["first_call_s"] = seconds
         result["dynamo_phases"] = dynamo_phases()
         if args.backends == "tritonize":
-            from tritonize import dynamo_cache, graph_cache
+            from tritonize.caching import dynamo_cache, graph_cache
             from tritonize.runtime.triton_compile import shared_pool
 
             result["graph_cache"] = dict(graph_cache.STATS)

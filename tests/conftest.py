@@ -83,7 +83,7 @@ def exact_convolutions():
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """An empty tritonize cache root for this test (caching on), with the caches' counters reset."""
-    from tritonize import dynamo_cache, graph_cache
+    from tritonize.caching import dynamo_cache, graph_cache
     from tritonize.runtime import disk_cache
 
     monkeypatch.setenv("TRITONIZE_CACHE_DIR", str(tmp_path / "cache"))

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import tritonize
-from tritonize import dynamo_cache, graph_cache
+from tritonize.caching import dynamo_cache, graph_cache
 from helpers import assert_same
 
 SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
@@ -34,7 +34,7 @@ def dynamo_entries(cache) -> list:
 PROCESS_SCRIPT = """
 import json, sys, torch, torch.nn as nn
 import tritonize, tritonize.backend
-from tritonize import dynamo_cache, graph_cache
+from tritonize.caching import dynamo_cache, graph_cache
 
 from tritonize.runtime import launcher
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tritonize
-from tritonize import graph_cache
+from tritonize.caching import graph_cache
 from tritonize.runtime import disk_cache
 from helpers import assert_same
 
@@ -119,7 +119,7 @@ def test_caching_off_and_debug_dir_bypass(cache, device, monkeypatch, tmp_path):
 
 KEY_SCRIPT = """
 import sys, torch, tritonize
-from tritonize import graph_cache
+from tritonize.caching import graph_cache
 seen = []
 original = graph_cache.graph_key
 graph_cache.graph_key = lambda *a: seen.append(original(*a)) or seen[-1]

@@ -1,4 +1,4 @@
-"""AOT precompile (tritonize/precompiled.py): a function compiled with torch's aot_compile and
+"""AOT precompile (tritonize/caching/precompiled.py): a function compiled with torch's aot_compile and
 tritonize, saved, then loaded and run in a fresh process that neither traces with Dynamo nor
 compiles; damaged, foreign and mismatched artifacts fail with a clear error; training graphs and
 other graphs that cannot be saved are refused, saying why; torch's guards still apply."""
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tritonize
-from tritonize import dynamo_cache, precompiled
+from tritonize.caching import dynamo_cache, precompiled
 from tritonize.backend import make_backend
 from tritonize.runtime import disk_cache
 from helpers import assert_same
@@ -44,7 +44,7 @@ path, name, device, tests = sys.argv[1:5]
 sys.path.insert(0, tests)
 import torch
 import tritonize, tritonize.backend
-from tritonize import dynamo_cache, graph_cache
+from tritonize.caching import dynamo_cache, graph_cache
 from torch._dynamo.utils import counters
 from precompile_models import build
 

@@ -1,4 +1,4 @@
-"""What torch's aot_compile does not save and tritonize checks instead (precompiled_checks.py):
+"""What torch's aot_compile does not save and tritonize checks instead (caching/precompiled_checks.py):
 identity guards re-checked before every call, globals the generated code loads rebuilt in a
 fresh process, and the traced sources compared at load."""
 import collections
@@ -17,7 +17,7 @@ import torch
 
 import precompile_models
 import tritonize
-from tritonize import precompiled, precompiled_checks as checks
+from tritonize.caching import precompiled, precompiled_checks as checks
 from helpers import assert_same
 from precompile_models import Block, build, keeps_dtype
 

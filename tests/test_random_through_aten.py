@@ -10,7 +10,7 @@ import tritonize
 from conftest import DEVICE
 from tritonize import config
 from tritonize.config import make_options
-from tritonize.graph_cache import graph_key
+from tritonize.caching.graph_cache import graph_key
 
 PROGRAMS = {
     "rand": lambda x: torch.rand(5, 7, device=x.device) + x[0, 0],

@@ -6,7 +6,7 @@
     outputs, report = tritonize.run_and_explain(fn, *args)
     tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
     tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
-    tritonize.precompile(model, (x,), path)           # AOT precompile, saved (precompiled.py)
+    tritonize.precompile(model, (x,), path)           # AOT precompile, saved (caching/precompiled.py)
     fn = tritonize.load_precompiled(path, model)      # another process: no Dynamo trace, no compile
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from . import config
 from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
 from .errors import CompileError, PrecompiledArtifactError
-from .precompiled import load_precompiled, precompile
+from .caching.precompiled import load_precompiled, precompile
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 

@@ -7,7 +7,7 @@ Before all that, dynamo_cache looks Dynamo's graph up: a hit (an inference graph
 earlier process) skips AOTAutograd too and runs the stored graph directly. An inference graph
 whose AOTAutograd calling convention is trivial gets the same runner on a miss
 (dynamo_cache.CachedInference): it is what torch's AOT precompile needs (a SerializableCallable;
-precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
+caching/precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
 from __future__ import annotations
 
 import itertools
@@ -15,9 +15,9 @@ import itertools
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import dynamo_cache, graph_cache, precompiled
+from .caching import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
-from .graph_cache import compile_graph_cached
+from .caching.graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
 from .lower.decompositions import decomposition_table
 

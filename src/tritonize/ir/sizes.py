@@ -218,7 +218,7 @@ class SizeOracle:
         """HEURISTICS[name] at the example's values of `sizes` (and the plain `extra`): a
         heuristic choice the generated code bakes in (a split count). No guard: any size stays
         right. A choice made on symbolic sizes is recorded (`choices`): a graph-cache entry is
-        reused only where the choice comes out the same (graph_cache.py), so a graph first
+        reused only where the choice comes out the same (caching/graph_cache.py), so a graph first
         compiled at small sizes does not run large ones with small-size choices."""
         value = HEURISTICS[name](*[self.hint(s) for s in sizes], *extra)
         symbols = size_symbols(sizes)
@@ -265,7 +265,7 @@ class SizeOracle:
         return bool(sympy.sympify(condition).xreplace({s: sympy.Integer(int(v)) for s, v in values.items()}))
 
     def install(self, condition) -> None:
-        """Add a guard that holds at the example sizes (a stored graph's, graph_cache.py)."""
+        """Add a guard that holds at the example sizes (a stored graph's, caching/graph_cache.py)."""
         self.shape_env.evaluate_expr(_to_shape_env(condition))
         self.guards.append(str(condition))
 

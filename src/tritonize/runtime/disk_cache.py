@@ -5,8 +5,8 @@ Layout under the cache root (`TRITONIZE_CACHE_DIR`, default `$XDG_CACHE_HOME/tri
 
     modules/   generated source files imported by the loader (Triton needs real files)
     autotune/  one JSON entry per tuned kernel (runtime/autotune_cache.py)
-    graphs/    one entry per compiled graph (tritonize/graph_cache.py)
-    dynamo/    one entry per Dynamo graph that skips AOTAutograd (tritonize/dynamo_cache.py)
+    graphs/    one entry per compiled graph (tritonize/caching/graph_cache.py)
+    dynamo/    one entry per Dynamo graph that skips AOTAutograd (tritonize/caching/dynamo_cache.py)
     triton/    one entry per kernel compile: where Triton's cache holds its binary
                (runtime/triton_binaries.py)
 

@@ -64,8 +64,8 @@ import torch
 from . import graph_cache
 from . import precompiled_checks as checks
 from .dynamo_cache import CachedInference
-from .errors import CompileError, PrecompiledArtifactError, user_source_line
-from .runtime import disk_cache
+from ..errors import CompileError, PrecompiledArtifactError, user_source_line
+from ..runtime import disk_cache
 
 FORMAT = "tritonize-precompiled-v1"  # the backend's graph payload
 FUNCTION_FORMAT = "tritonize-precompiled-function-v1"  # the file's header
@@ -89,8 +89,8 @@ def precompile(fn, example_args, path=None, *, example_kwargs: dict | None = Non
     `options`: tritonize's (config.Options); `dynamic` and `guard_filter_fn` go to torch.compile
     (a guard_filter_fn replaces aot_compile's default, which drops guards on globals and the
     kinds of guards torch cannot save; identity guards it keeps are re-checked by tritonize)."""
-    from .backend import make_backend
-    from .config import make_options
+    from ..backend import make_backend
+    from ..config import make_options
 
     module = fn if isinstance(fn, torch.nn.Module) else None
     if module is not None and "forward" in module.__dict__:

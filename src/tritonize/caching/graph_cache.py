@@ -40,12 +40,12 @@ import platform
 import sympy
 import torch
 
-from .config import code_options
-from .ir.sizes import SizeOracle
-from .pipeline import CompiledGraph, compile_graph, warn_op_fallbacks
-from .report import GraphArtifacts, KernelInfo
-from .runtime import disk_cache
-from .runtime.loader import load_source_module
+from ..config import code_options
+from ..ir.sizes import SizeOracle
+from ..pipeline import CompiledGraph, compile_graph, warn_op_fallbacks
+from ..report import GraphArtifacts, KernelInfo
+from ..runtime import disk_cache
+from ..runtime.loader import load_source_module
 
 log = logging.getLogger("tritonize.cache")
 
@@ -298,7 +298,7 @@ def check_choices(choices: list, example_inputs) -> None:
 
 def parse_condition(text: str, oracle: SizeOracle):
     """A guard's text (ir/sizes.py's) over this ShapeEnv's symbols."""
-    from .ir.symbols import FloorDiv, ModularIndexing
+    from ..ir.symbols import FloorDiv, ModularIndexing
 
     names = {s.name: s for s in oracle.shape_env.var_to_range}
     return sympy.sympify(text, locals=dict(names, FloorDiv=FloorDiv, ModularIndexing=ModularIndexing))

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import PrecompiledArtifactError
+from ..errors import PrecompiledArtifactError
 
 # The guard kinds torch cannot save (CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES in
 # torch 2.11 and 2.13).

@@ -51,9 +51,9 @@ import sys
 import torch
 
 from . import graph_cache
-from .config import code_options
-from .pipeline import CompiledGraph
-from .runtime import disk_cache
+from ..config import code_options
+from ..pipeline import CompiledGraph
+from ..runtime import disk_cache
 
 try:
     from torch._dynamo.aot_compile_types import SerializableCallable
