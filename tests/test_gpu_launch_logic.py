@@ -387,17 +387,7 @@ def test_generated_kernels_of_every_kind_launch_through_the_fast_path(case):
 def test_a_new_size_class_becomes_the_hot_launcher():
     """Symbolic sizes: a size no longer divisible by 16 is another specialization; once built,
     calls at that size go straight to its launcher, not through the fallback at every launch."""
-    recorder = []
-    compiled = torch.compile(lambda x: x * 2 + 1, backend=make_backend(recorder=recorder), dynamic=True)
-    compiled(torch.randn(5, 3))
-    wrapper = next(r for r in recorder if r != "graph").wrapper
-    (source, name, kwargs), = LOAD_SYMBOLIC_KERNEL.findall(wrapper)
-    kw = eval(f"dict({kwargs})", {"torch": torch})
-    module = load_source_module(source, "kernel", interpret=False)
-    shape = KernelShape(kw["kind"], kw["xnumel"], kw["ynumel"], kw["rnumel"], kw["hint"])
-    env = RecordingEnv()
-    kernel = GpuKernel(getattr(module, name), name, source, shape, "default", module.__file__, None, env=env,
-                       numel_exprs=kw["numel_exprs"])
+    kernel, env = symbolic_kernel(lambda x: x * 2 + 1, torch.randn(5, 3))
     fallbacks = []
     original = kernel._fallback
     kernel._fallback = kernel.launch = lambda *args: fallbacks.append(args) or original(*args)
