@@ -57,6 +57,8 @@ GENERATED = {
     # a size to a float power: Dynamo traces scalar_tensor(size) ** -0.5 (the attention scale)
     "size_to_a_float_power": (lambda x, m: torch.softmax(x * (x.shape[-1] ** -0.5) + m, -1),
                               [[(2, 5, 6), (2, 1, 6)], [(3, 7, 9), (3, 1, 9)]]),
+    # strides that are functions of sizes (FloorDiv(s0, 2)): eager's transposed layout, kept
+    "transposed_halves": (lambda x: x.reshape(2, -1).t() + 1, [[(6,)], [(10,)], [(34,)]]),
     "permute_3d": (lambda x: x.permute(2, 0, 1).contiguous() + 1, [[(5, 3, 4)], [(7, 4, 6)]]),
     "transposed_output": (lambda x: x.transpose(0, 1) * 2, [[(5, 3)], [(7, 4)]]),
     "where": (lambda x: torch.where(x > 0, x, torch.zeros_like(x)), [[(5, 3)], [(7, 4)]]),

@@ -276,5 +276,10 @@ def _symbolic_coefficient(term: sympy.Expr, symbols):
 
 
 def _is_size_power(factor) -> bool:
+    """A factor made of sizes only: a size, a power of one, or a function of sizes (a
+    reshape's FloorDiv(s0, 2) as a stride)."""
     base = factor.base if factor.is_Pow and factor.exp.is_Integer and factor.exp > 0 else factor
-    return is_size_symbol(base)
+    if is_size_symbol(base):
+        return True
+    return isinstance(base, (FloorDiv, ModularIndexing)) and bool(base.free_symbols) and \
+        all(is_size_symbol(s) for s in base.free_symbols)
