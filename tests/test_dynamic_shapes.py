@@ -452,3 +452,18 @@ def test_size_arithmetic_that_dynamo_leaves_in_the_graph():
         graphs, artifacts, messages = run_at_sizes(fn, shapes, atol=1e-5, rtol=1e-5)
         assert not messages and all(not a.eager_reason for a in artifacts), (name, messages)
         assert not [f for a in artifacts for f in a.fallbacks], name
+
+
+def test_a_size_that_is_one_only_through_a_guard_broadcasts():
+    """x[1::3] has (s0 + 1) // 3 rows by our slice; broadcast against x, torch made Dynamo guard
+    that it is 1. A buffer computed from it (scatter_add) must then be read as one row, not past
+    its end (dynamic fuzz seed 6093: values of 1e30)."""
+    def fn(x, index):
+        rows = x[1::3]
+        added = rows.scatter_add(1, index, rows[:1, :7])
+        return torch.where(x > -1, added, -1.0)
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for n in (4, 3):
+        x, index = randn(n, 7), torch.randint(0, 7, (1, 7), device=DEVICE)
+        assert_same(compiled(x, index), fn(x, index))

@@ -66,7 +66,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
         elif node.op == "get_attr":
             env[node] = _lower_constant(ctx, node, _fetch_attr(gm, node.target))
         elif node.op == "call_function":
-            env[node] = _lower_call(ctx, node, env)
+            env[node] = _with_traced_sizes(ctx, _lower_call(ctx, node, env), node)
             if not unbacked.bind_unbacked(ctx, node, env[node]):  # aten's result tells the size
                 env[node] = _call_through_aten(ctx, node, env, "its result's size depends on the data")
                 unbacked.bind_unbacked(ctx, node, env[node])
@@ -198,6 +198,28 @@ def _call_through_aten(ctx, node, env, reason: str):
         raise
     except Exception as err:
         raise CompileError("lowering", f"{type(err).__name__}: {err}", node) from err
+
+
+def _with_traced_sizes(ctx, value, node):
+    """value with the sizes the ShapeEnv knows to be constants where our lowering has an
+    expression for them: x[1::3] of s0 rows has (s0 + 1) // 3 rows, and once torch broadcast it
+    against another tensor Dynamo has guarded that it is 1 (the trace may say 1 too). A size of
+    1 must be seen as 1, or a broadcast of it reads past its end."""
+    if not isinstance(value, TensorValue) or not any(is_symbolic(s) for s in value.size):
+        return value
+    meta = node.meta.get("val")
+    traced = symbolic_size(meta.shape) if isinstance(meta, torch.Tensor) and meta.dim() == value.rank \
+        else (None,) * value.rank
+    size = tuple(_constant_size(ctx, ours, t) for ours, t in zip(value.size, traced))
+    return value if size == tuple(value.size) else dataclasses.replace(value, size=size)
+
+
+def _constant_size(ctx, ours, traced):
+    if not is_symbolic(ours):
+        return ours
+    if isinstance(traced, int):
+        return traced
+    return 1 if ctx.sizes is not None and ctx.sizes.known_equal(ours, 1) else ours
 
 
 def _origins(args, node) -> tuple[str, ...]:
