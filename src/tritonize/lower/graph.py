@@ -219,7 +219,9 @@ def _constant_size(ctx, ours, traced):
         return ours
     if isinstance(traced, int):
         return traced
-    return 1 if ctx.sizes is not None and ctx.sizes.known_equal(ours, 1) else ours
+    if ours.is_Symbol or ours.is_Mul or ctx.sizes is None:  # (a size >= 2, or a product of them)
+        return ours
+    return 1 if ctx.sizes.known_equal(ours, 1) else ours
 
 
 def _origins(args, node) -> tuple[str, ...]:
