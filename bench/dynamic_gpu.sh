@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 17's GPU measurements, in parts that each fit one device call (10 minutes). Run from the
+# repo root on the GPU machine:  bash bench/dynamic_gpu.sh PART   (logs go to $OUT when set)
+#   suite    the whole test suite on CUDA (about 5 minutes at -n 16)
+#   kernels  the kernel suite, tritonize static against Inductor and tritonize with dynamic=True
+#   a        (a) and (b): GPT-2, BERT and llama at five lengths, timed in turns; automatic dynamic
+#   c        (c): generate() with the default cache, 64 new tokens
+#   d        (d): GPT-2 and llama training steps at three lengths (compiles take most of it)
+#   profile  the host profile at length 131 (wall against kernel time, cProfile's callers)
+# expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
+set -uo pipefail
+OUT=${OUT:-/tmp/tritonize-gpu}
+mkdir -p "$OUT"
+if ! python3 -c 'import expecttest' 2>/dev/null && ls .whl/expecttest-*.whl >/dev/null 2>&1; then
+    pip install -q --target /tmp/tritonize-site .whl/expecttest-*.whl >/dev/null 2>&1
+fi
+export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TRITONIZE_COMPILE_WORKERS=4
+quiet() { grep -v -i -E "warn|^DEBUG"; }
+case "${1:-}" in
+    suite)
+        TRITONIZE_TEST_DEVICE=cuda timeout 480 python3 -m pytest -q -p no:cacheprovider -n 16 tests 2>&1 \
+            | grep -v "^DEBUG" > "$OUT/test_gpu.log"
+        grep -E "^FAILED|^ERROR|passed|failed" "$OUT/test_gpu.log" | tail -30 ;;
+    kernels)
+        timeout 540 python3 bench/kernels.py --backends tritonize,inductor-dynamic,tritonize-dynamic --rounds 2 \
+            --markdown "$OUT/kernels_dynamic.md" 2>&1 | quiet | tail -25 ;;
+    a)
+        timeout 560 python3 bench/dynamic.py --models gpt2,bert,llama --markdown "$OUT/dynamic_a.md" 2>&1 | quiet ;;
+    c)
+        timeout 560 python3 bench/dynamic.py --models gpt2,llama --lengths "" --auto-batches "" --generate 64 \
+            2>&1 | quiet ;;
+    d)
+        timeout 560 python3 bench/dynamic.py --models gpt2,llama --lengths "" --auto-batches "" \
+            --train-lengths 96,131,200 2>&1 | quiet ;;
+    profile)
+        timeout 300 python3 bench/dynamic.py --models gpt2 --lengths 96 --auto-batches "" --profile 131 \
+            --profile-top 15 --host-profile 20 2>&1 | quiet ;;
+    *)
+        echo "usage: bash bench/dynamic_gpu.sh suite|kernels|a|c|d|profile" >&2; exit 2 ;;
+esac
