@@ -59,6 +59,9 @@ GENERATED = {
                               [[(2, 5, 6), (2, 1, 6)], [(3, 7, 9), (3, 1, 9)]]),
     # strides that are functions of sizes (FloorDiv(s0, 2)): eager's transposed layout, kept
     "transposed_halves": (lambda x: x.reshape(2, -1).t() + 1, [[(6,)], [(10,)], [(34,)]]),
+    # Dynamo keeps new_empty_strided in a symbolic graph (a static one gets empty_strided)
+    "new_empty_strided": (lambda x: x.new_empty_strided((x.shape[0], 3), (1, x.shape[0])).fill_(2.0) + x[:, :1],
+                          [[(5, 4)], [(7, 2)]]),
     "permute_3d": (lambda x: x.permute(2, 0, 1).contiguous() + 1, [[(5, 3, 4)], [(7, 4, 6)]]),
     "transposed_output": (lambda x: x.transpose(0, 1) * 2, [[(5, 3)], [(7, 4)]]),
     "where": (lambda x: torch.where(x > 0, x, torch.zeros_like(x)), [[(5, 3)], [(7, 4)]]),

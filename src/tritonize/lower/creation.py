@@ -69,7 +69,7 @@ def lower_ones(ctx, node, *args, **kwargs):
 
 
 @lowering(aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
-          aten.new_empty.default)
+          aten.new_empty.default, aten.new_empty_strided.default)
 def lower_empty(ctx, node, *args, **kwargs):
     # Contents are unspecified: zeros are as good as anything and cost no read.
     return constant_tensor(node, 0)
