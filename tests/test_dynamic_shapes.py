@@ -24,6 +24,13 @@ def randn(*shape):
     return torch.randn(*shape, device=DEVICE)
 
 
+def _write_strided(x):
+    x = x.clone()
+    x[::2] += 1
+    x[1::3, 1::2] *= 2
+    return x
+
+
 def run_at_sizes(fn, shapes_per_call, **tolerance):
     """Compile fn with dynamic=True, call it at each list of argument shapes, and compare with
     eager (values, dtypes and strides). Returns (graph count, artifacts, tritonize warnings)."""
@@ -62,6 +69,8 @@ GENERATED = {
     # Dynamo keeps new_empty_strided in a symbolic graph (a static one gets empty_strided)
     "new_empty_strided": (lambda x: x.new_empty_strided((x.shape[0], 3), (1, x.shape[0])).fill_(2.0) + x[:, :1],
                           [[(5, 4)], [(7, 2)]]),
+    # writes through strided slices: slice_scatter with a step over a symbolic length
+    "write_every_other_row": (_write_strided, [[(5, 7)], [(8, 4)], [(9, 9)]]),
     "permute_3d": (lambda x: x.permute(2, 0, 1).contiguous() + 1, [[(5, 3, 4)], [(7, 4, 6)]]),
     "transposed_output": (lambda x: x.transpose(0, 1) * 2, [[(5, 3)], [(7, 4)]]),
     "where": (lambda x: torch.where(x > 0, x, torch.zeros_like(x)), [[(5, 3)], [(7, 4)]]),

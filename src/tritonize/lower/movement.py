@@ -158,9 +158,11 @@ def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
 
 def _symbolic_slice_bounds(ctx, start, end, length, step):
     """slice_scatter's [start, end) with symbolic values or length: known to lie in [0, length]
-    without clamping (the trace's sizes assumed so), else the op runs through aten."""
-    if step != 1:
-        raise Unsupported("slice_scatter with a step over symbolic sizes")
+    without clamping (the trace's sizes assumed so), else the op runs through aten. With a
+    step, the start must be a number (`x[::2] += 1` over a symbolic length): the positions the
+    step selects are counted from it."""
+    if step != 1 and not isinstance(start if start is not None else 0, int):
+        raise Unsupported("slice_scatter with a step from a symbolic start")
     end = length if end is None or (isinstance(end, int) and end >= length_limit()) else end
     bounds = []
     for value in (0 if start is None else start, end):
