@@ -13,8 +13,9 @@ The key (`dynamo_key`) covers what decides AOTAutograd's output:
   a graph with parameters or buffers of its own (AOTAutograd would add them as inputs);
 * the bytes of the tensors it reads with get_attr;
 * each example input's size, stride, storage offset, dtype, device, requires_grad, whether it is
-  an nn.Parameter and whether it is an inference tensor (plain values by type and value; symbolic
-  sizes are not cached);
+  an nn.Parameter and whether it is an inference tensor (plain values by type and value); for a
+  symbolic graph, the inputs as Dynamo traced them (`traced_inputs`: sizes as expressions) and
+  the symbols' ranges. A hit reinstalls the graph's size guards (caching/graph_cache.py);
 * global state AOTAutograd reads: grad mode, inference mode, autocast per device type, default
   dtype, matmul precisions, deterministic algorithms, SDPA back ends, the functorch config, and
   the GPU's name and capability for CUDA inputs;
@@ -385,6 +386,7 @@ class CachedInference(SerializableCallable):
         # symbolic sizes: per output, the dims Dynamo is told stay dynamic (or None), as
         # AOTAutograd's runtime wrapper marks them for the graphs that take them next
         self.dynamic_dims = dynamic_dims if dynamic_dims and any(dynamic_dims) else None
+        self._mark_dynamic = _dynamic_marker() if self.dynamic_dims is not None else None
 
     @classmethod
     def serialize_compile_artifacts(cls, fn: "CachedInference") -> bytes:
@@ -419,16 +421,17 @@ class CachedInference(SerializableCallable):
                 torch._C._set_grad_enabled(True)
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         if self.dynamic_dims is not None:
-            _mark_dynamic_outputs(outputs, self.dynamic_dims)
+            for tensor, dims in zip(outputs, self.dynamic_dims):
+                if dims:
+                    self._mark_dynamic(tensor, set(dims))
         return outputs
 
 
-def _mark_dynamic_outputs(outputs: list, dynamic_dims: list) -> None:
+def _dynamic_marker():
+    """AOTAutograd's marking of an output's dynamic dims for the graphs that take it next."""
     from torch._functorch._aot_autograd.runtime_wrappers import mark_dynamo_propagated_dynamic_indices
 
-    for tensor, dims in zip(outputs, dynamic_dims):
-        if dims:
-            mark_dynamo_propagated_dynamic_indices(tensor, set(dims))
+    return mark_dynamo_propagated_dynamic_indices
 
 
 def output_dynamic_dims() -> list | None:

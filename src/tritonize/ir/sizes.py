@@ -33,6 +33,7 @@ def heuristic(name: str):
         return fn
     return register
 
+
 UNBACKED_GUESS = 8192  # a data-dependent size, for heuristics (what Inductor assumes too)
 
 
@@ -239,10 +240,7 @@ class SizeOracle:
 
     def _hint_of(self, value) -> int | None:
         """The example's value of an expression over backed symbols; None if it has others."""
-        backed = self._backed()
-        if value.free_symbols - set(backed):
-            return None
-        return int(sympy.sympify(value).xreplace({s: sympy.Integer(int(backed[s])) for s in value.free_symbols}))
+        return None if value.free_symbols - set(self._backed()) else self.hint(value)
 
     def _unbacked_guess(self, symbol) -> int:
         bounds = self.shape_env.var_to_range.get(symbol)

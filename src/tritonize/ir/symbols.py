@@ -20,7 +20,6 @@ Not responsible for: choosing iteration orders (codegen) or printing (codegen/in
 from __future__ import annotations
 
 import functools
-
 import math
 import re
 

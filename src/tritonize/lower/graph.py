@@ -68,7 +68,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
         elif node.op == "call_function":
             env[node] = _with_traced_sizes(ctx, _lower_call(ctx, node, env), node)
             if not unbacked.bind_unbacked(ctx, node, env[node]):  # aten's result tells the size
-                env[node] = _call_through_aten(ctx, node, env, "its result's size depends on the data")
+                env[node] = _call_through_aten(ctx, node, _arguments(node, env), "its result's size depends on the data")
                 unbacked.bind_unbacked(ctx, node, env[node])
             if node in shared_bases:
                 env[node] = _realize_shared_base(ctx, node, env[node])
@@ -158,8 +158,7 @@ def _lower_call(ctx, node, env):
     if node.target is operator.getitem:
         container, index = node.args
         return env[container][index]
-    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+    args, kwargs = _arguments(node, env)
     extern = is_extern(node.target, ctx.options)
     lowering = None if extern else find_lowering(node.target)
     reason = "no lowering" if lowering is None and not extern else ""
@@ -186,12 +185,16 @@ def _lower_call(ctx, node, env):
                 value = dataclasses.replace(value, origins=_origins(args, node))
                 return ctx.maybe_realize_shared(value, len(node.users))
             return value
-    return _call_through_aten(ctx, node, env, reason)
+    return _call_through_aten(ctx, node, (args, kwargs), reason)
 
 
-def _call_through_aten(ctx, node, env, reason: str):
-    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+def _arguments(node, env) -> tuple:
+    """The node's args and kwargs with each FX node replaced by what it lowered to."""
+    return torch.fx.node.map_arg(node.args, lambda n: env[n]), torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+
+
+def _call_through_aten(ctx, node, arguments: tuple, reason: str):
+    args, kwargs = arguments
     try:
         return call_through_aten(ctx, node, args, kwargs, reason)
     except Unsupported:
@@ -347,7 +350,6 @@ def dense_strides(meta: torch.Tensor):
             return contiguous_strides(size)
         expected = expected * size[k]
     return stride
-
 
 
 SYMBOLIC_SIZE_QUESTIONS = ("cannot determine truth value of Relational", "Cannot convert symbols to int",

@@ -103,14 +103,12 @@ def _split_of(ctx, xnumel, rnumel, outer: bool) -> int:
     """split_factor of the sizes, or for symbolic ones of the example's (the split is a
     constant of the graph; the chunk a partial reduces is then symbolic: any size stays right,
     and sizes near the example's get its speed; the graph cache reuses the graph only where
-    the split comes out the same).
-    Unbacked sizes have no example: no split."""
+    the split comes out the same). An unbacked size counts as SizeOracle.hint's guess."""
     if not any_symbolic([xnumel, rnumel]):
         return split_factor(xnumel, rnumel, outer)
-    try:
-        return ctx.sizes.choose("split_factor", (xnumel, rnumel), outer)
-    except Exception:  # noqa: BLE001  (no hint: an unbacked size, or no ShapeEnv)
+    if ctx.sizes is None or ctx.sizes.shape_env is None:
         return 1
+    return ctx.sizes.choose("split_factor", (xnumel, rnumel), outer)
 
 
 def _is_outer(element: ex.Expr, red_vars) -> bool:
