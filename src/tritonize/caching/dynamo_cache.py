@@ -428,10 +428,21 @@ class CachedInference(SerializableCallable):
 
 
 def _dynamic_marker():
-    """AOTAutograd's marking of an output's dynamic dims for the graphs that take it next."""
-    from torch._functorch._aot_autograd.runtime_wrappers import mark_dynamo_propagated_dynamic_indices
+    """AOTAutograd's marking of an output's dynamic dims for the graphs that take it next.
 
-    return mark_dynamo_propagated_dynamic_indices
+    Newer torch has a helper that sets an unguarded attribute; older torch (2.11 and before) sets
+    the weak dynamic indices itself, which `_mark_weak_dynamic_indices` does as it did."""
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    return getattr(runtime_wrappers, "mark_dynamo_propagated_dynamic_indices", _mark_weak_dynamic_indices)
+
+
+def _mark_weak_dynamic_indices(tensor: torch.Tensor, dims: set) -> None:
+    """Older AOTAutograd's marking: the next graph's Dynamo treats these dims as dynamic."""
+    if hasattr(tensor, "_dynamo_weak_dynamic_indices"):
+        tensor._dynamo_weak_dynamic_indices |= dims
+    else:
+        tensor._dynamo_weak_dynamic_indices = set(dims)
 
 
 def output_dynamic_dims() -> list | None:
