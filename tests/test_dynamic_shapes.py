@@ -198,6 +198,28 @@ def test_training_through_a_data_dependent_size_matches_eager():
             assert_same(w.grad, w2.grad)
 
 
+def test_a_graph_that_returns_a_comparison_of_sizes_returns_a_bool():
+    """AOTAutograd (torch 2.11) saves a SymBool such as `u0 >= 0` for the backward: the wrapper
+    returns the comparison's value at this call's sizes, a Python bool, as it returns sizes."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tritonize import pipeline
+    from tritonize.config import make_options
+
+    def fn(x):
+        return x * 2, x.shape[0] >= 3, x.shape[0] * 4
+
+    gm = make_fx(fn, tracing_mode="symbolic")(randn(5, 3))
+    fakes = [node.meta["val"] for node in gm.graph.nodes if node.op == "placeholder"]
+    compiled = pipeline.compile_graph(gm, fakes, make_options(), 0)
+    assert ">= 3" in compiled.artifacts.wrapper and not compiled.artifacts.fallbacks
+    for rows in (2, 3, 7):
+        x = randn(rows, 3)
+        product, at_least_three, times_four = compiled([x])
+        assert_same(product, x * 2)
+        assert at_least_three is (rows >= 3) and times_four == rows * 4
+
+
 @pytest.mark.parametrize("name", sorted(ITEM))
 def test_sizes_from_item_are_generated(name):
     """`.item()` of an int under capture_scalar_outputs is a size the wrapper reads once; a

@@ -38,6 +38,16 @@ def print_index(expr: sympy.Expr) -> str:
     raise NotImplementedError(f"cannot print index expression {expr}")
 
 
+RELATION_SYMBOLS = {sympy.Ge: ">=", sympy.Gt: ">", sympy.Le: "<=", sympy.Lt: "<", sympy.Eq: "==", sympy.Ne: "!="}
+
+
+def print_condition(condition) -> str:
+    """A comparison of sizes (a SymBool: `u0 >= 0`) as a Python bool expression."""
+    if condition in (sympy.true, sympy.false):
+        return str(bool(condition))
+    return f"{print_index(condition.lhs)} {RELATION_SYMBOLS[type(condition)]} {print_index(condition.rhs)}"
+
+
 def _print_extremum(name: str, args: list) -> str:
     """min(a, min(b, c)): Python's builtins in the wrapper; in kernels Triton maps them to
     tl.minimum / tl.maximum (two operands each)."""

@@ -20,7 +20,7 @@ from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
-from .index_printer import print_index
+from .index_printer import print_condition, print_index
 from .kernel import host_scalar_argument
 from .user_kernel import user_kernel_lines
 
@@ -64,6 +64,8 @@ class WrapperWriter:
             return repr(value)
         if isinstance(value, sympy.Expr):  # a symbolic size: the wrapper has its symbols bound
             return print_index(value)
+        if isinstance(value, (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanAtom)):
+            return print_condition(value)  # a comparison of sizes (a SymBool the graph returns)
         if isinstance(value, float):
             return repr(value) if math.isfinite(value) else f'float("{value}")'
         if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):

@@ -23,7 +23,7 @@ import operator
 import sympy
 import torch
 
-from ..codegen.index_printer import print_index
+from ..codegen.index_printer import print_condition, print_index
 from ..errors import Unsupported
 from ..ir.nodes import ExternCall, TensorValue
 from ..ir.sizes import as_size, is_symbolic
@@ -136,14 +136,9 @@ def lower_assert_scalar(ctx, node, condition, message):
         raise Unsupported(f"{node.name}: {message}")
     reads = [s for s in condition.free_symbols if s in ctx.unbacked]
     if reads:
-        text = f"assert {_condition_text(condition)}, {message!r}"
+        text = f"assert {print_condition(condition)}, {message!r}"
         _latest(ctx, reads).after.append(text.replace("{", "{{").replace("}", "}}"))  # (a format string)
     return None
-
-
-def _condition_text(condition) -> str:
-    symbol = {sympy.Ge: ">=", sympy.Gt: ">", sympy.Le: "<=", sympy.Lt: "<", sympy.Eq: "==", sympy.Ne: "!="}
-    return f"{print_index(condition.lhs)} {symbol[type(condition)]} {print_index(condition.rhs)}"
 
 
 @lowering(aten.sym_constrain_range_for_size.default, aten.sym_constrain_range.default)
