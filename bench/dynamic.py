@@ -13,7 +13,8 @@
 (b) Automatic dynamic: plain torch.compile (no dynamic=) called with several batch sizes: how
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
-    cache, tokens per second per back end.
+    cache (--generate-cache none: without one, the whole sequence at every step), tokens per
+    second per back end (the fastest of three runs after a first one); --generate-profile K profiles the compiled back ends' runs (kernels, cProfile top K).
 (d) With --train-lengths: a training step (forward, loss, backward) of each model but BERT at
     those lengths, dynamic=True: ms per step, and each back end's largest gradient difference
     from eager's.
@@ -147,27 +148,70 @@ def automatic_dynamic(name, args):
             found[0][:120] if found else ""]
 
 
-def generate_rate(name, args):
-    """(c): tokens per second of generate() with the default cache, per back end."""
+def generate_rate(name, args, use_cache=True):
+    """(c): tokens per second of generate() with the default (growing) cache, per back end;
+    use_cache=False recomputes the whole sequence at every step (model_zoo's models are built
+    without a cache, for the inference table)."""
     model = build_model(name, args)
     model.generation_config.pad_token_id = model.generation_config.eos_token_id
+    model.config.use_cache = model.generation_config.use_cache = use_cache
     prompt = tokens(model, 4, 16, args.device)
-    row = [name, args.generate]
+    row = [name, args.generate, "default" if use_cache else "none"]
     forward = model.forward
     for backend in ("eager", "inductor", "tritonize"):
         torch._dynamo.reset()
         model.forward = forward if backend == "eager" else torch.compile(forward, backend=backend)
         found: list = []
         with aten_warnings(found), torch.no_grad():
-            model.generate(prompt, max_new_tokens=args.generate, min_new_tokens=args.generate, do_sample=False)
-            synchronize(args.device)
-            start = time.perf_counter()
-            model.generate(prompt, max_new_tokens=args.generate, min_new_tokens=args.generate, do_sample=False)
-            synchronize(args.device)
-        row.append(f"{prompt.shape[0] * args.generate / (time.perf_counter() - start):.0f}"
-                   + (f" ({len(found)} aten)" if found else ""))
+            run = lambda: model.generate(prompt, max_new_tokens=args.generate, min_new_tokens=args.generate,
+                                         do_sample=False)
+            run()
+            seconds = min(_timed(run, args.device) for _ in range(3))  # the host has slow spells
+            if backend != "eager" and args.generate_profile:
+                print("\n".join(generate_profile(run, args, f"{name} {backend} cache {row[2]}")), flush=True)
+        row.append(f"{prompt.shape[0] * args.generate / seconds:.0f}" + (f" ({len(found)} aten)" if found else ""))
     model.forward = forward
     return row
+
+
+def _timed(run, device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    run()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def generate_profile(run, args, title: str) -> list:
+    """--generate-profile: one generate() under torch.profiler (GPU kernel time against wall
+    time) and under cProfile (where the host's time goes, by own time)."""
+    import cProfile
+    import io
+    import pstats
+
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA if args.device == "cuda" else ProfilerActivity.CPU]) as prof:
+        run()
+        synchronize(args.device)
+    wall = time.perf_counter() - start
+    kernels: dict = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time
+    lines = [f"{title}: wall {wall * 1e3:.1f} ms (profiled), kernels {sum(kernels.values()) / 1e3:.1f} ms, "
+             f"{sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)} launches"]
+    lines += [f"    {us / 1e3:8.2f} ms  {kernel[:100]}" for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]]
+    lines += _wrapper_share(run, args) if "tritonize" in title else []
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run()
+    synchronize(args.device)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.generate_profile)
+    return lines + ["    " + line for line in text.getvalue().splitlines() if line.strip()][-args.generate_profile - 2:]
 
 
 def training_lengths(name, args):
@@ -267,6 +311,33 @@ def host_profile(fn, x, args, steps=20):
     return lines + ["    " + line for line in callers.getvalue().splitlines() if line.strip()][-40:]
 
 
+def _wrapper_share(run, args) -> list:
+    """Host time inside tritonize's compiled graphs (their wrappers: launches and aten calls)
+    against the wall time of one generate(), unprofiled."""
+    from tritonize.pipeline import CompiledGraph
+
+    inside = [0.0, 0]
+    original = CompiledGraph.__call__
+
+    def timed(self, graph_args):
+        start = time.perf_counter()
+        try:
+            return original(self, graph_args)
+        finally:
+            inside[0] += time.perf_counter() - start
+            inside[1] += 1
+
+    CompiledGraph.__call__ = timed
+    try:
+        start = time.perf_counter()
+        run()
+        synchronize(args.device)
+        wall = time.perf_counter() - start
+    finally:
+        CompiledGraph.__call__ = original
+    return [f"    wall {wall * 1e3:.1f} ms, inside tritonize's wrappers {inside[0] * 1e3:.1f} ms over {inside[1]} calls"]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gpt2,bert,llama")
@@ -277,6 +348,10 @@ def parse_args(argv=None):
     parser.add_argument("--small", action="store_true", help="tiny models (CPU smoke run)")
     parser.add_argument("--auto-batches", default="2,4,6,8,12")
     parser.add_argument("--generate", type=int, default=0, help="new tokens for (c); 0 skips it")
+    parser.add_argument("--generate-cache", default="default", choices=["default", "none", "both"],
+                        help="(c) with the default growing cache, without a cache, or both")
+    parser.add_argument("--generate-profile", type=int, default=0,
+                        help="(c): profile the compiled back ends' generate(), cProfile's top N")
     parser.add_argument("--train-lengths", default="", help="(d): training step lengths; empty skips it")
     parser.add_argument("--profile", type=int, default=0, help="length to profile; 0 skips it")
     parser.add_argument("--profile-top", type=int, default=25)
@@ -324,8 +399,10 @@ def main(argv=None):
         for name in args.models:
             text += _shown(["", *profile_length(name, args)])
     if args.generate:
-        text += _shown(["", format_markdown(["model", "new tokens", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
-                                           [generate_rate(name, args) for name in args.models if name != "bert"])])
+        caches = {"default": [True], "none": [False], "both": [True, False]}[args.generate_cache]
+        text += _shown(["", format_markdown(
+            ["model", "new tokens", "cache", "eager tok/s", "inductor tok/s", "tritonize tok/s"],
+            [generate_rate(name, args, cache) for name in args.models if name != "bert" for cache in caches])])
     if args.markdown:
         with open(args.markdown, "w") as out:
             out.write("\n".join(text) + "\n")
