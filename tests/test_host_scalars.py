@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 from helpers import assert_same
 
@@ -70,3 +71,47 @@ def test_zero_dim_cpu_inputs_do_not_decide_the_graph_device():
     on_device = torch.empty(3, device="meta")
     assert graph_device([on_device, torch.tensor(1.0)]) == "cuda"
     assert graph_device([torch.ones(3), torch.tensor(1.0)]) == "cpu"
+
+
+# ----------------------------------------------------------------------------- numbers from sizes
+
+def attention_scale(x, mask):
+    return torch.softmax(x * x.shape[-1] ** -0.5 + mask, dim=-1)
+
+
+def root_of_rows(x):
+    return x.sum(0) / x.shape[0] ** 0.5 - x.shape[1] ** 0.5
+
+
+@pytest.mark.parametrize("fn", [attention_scale, root_of_rows], ids=lambda f: f.__name__)
+def test_numbers_computed_from_sizes_alone_are_computed_by_the_wrapper(fn):
+    """`x.shape[-1] ** -0.5` is a float64 pow of a size in the traced graph: the wrapper computes
+    it once a call and the kernel takes the number (lower/host_values.py), instead of every
+    thread computing it; values match eager at every size."""
+    compiled, recorder = compile_recording(fn, dynamic=True)
+    for rows, cols in ((4, 6), (7, 16), (3, 9)):
+        args = [torch.randn(rows, cols, device=DEVICE)]
+        if fn is attention_scale:
+            args.append(torch.randn(rows, cols, device=DEVICE))
+        saved = [a.clone() for a in args]
+        assert_same(compiled(*args), fn(*args))
+        assert all(torch.equal(a, s) for a, s in zip(args, saved))
+    assert recorder.count("graph") == 1
+    artifacts = next(r for r in recorder if r != "graph")
+    assert "hv0_item = host_math." in artifacts.wrapper and not artifacts.fallbacks
+    assert all("pow" not in line for kernel in artifacts.kernels for line in kernel.source.splitlines()
+               if "tmp" in line), "the power is computed by the wrapper, not in the kernel"
+
+
+def test_host_math_gives_the_ieee_results_python_raises_on():
+    from tritonize.runtime import host_math
+
+    inf = float("inf")
+    assert host_math.pow_(0.0, -0.5) == inf and host_math.pow_(-0.0, -1.0) == -inf
+    assert host_math.pow_(-8.0, 0.5) != host_math.pow_(-8.0, 0.5)  # nan
+    assert host_math.pow_(10.0, 400.0) == inf and host_math.pow_(4.0, 0.5) == 2.0
+    assert host_math.div(1.0, 0.0) == inf and host_math.div(-1.0, 0.0) == -inf
+    assert host_math.div(1.0, -0.0) == -inf and host_math.div(0.0, 0.0) != host_math.div(0.0, 0.0)
+    assert host_math.log(0.0) == -inf and host_math.sqrt(-1.0) != host_math.sqrt(-1.0)
+    assert host_math.exp(1000.0) == inf and host_math.rsqrt(0.0) == inf
+    assert host_math.to_float32(1e40) == inf and host_math.to_float32(0.1) == float(torch.tensor(0.1).item())

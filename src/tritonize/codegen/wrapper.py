@@ -16,7 +16,7 @@ import math
 import sympy
 import torch
 
-from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, TensorArg
+from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuffer, TensorArg
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
@@ -108,6 +108,10 @@ def _last_uses(steps: list, graph: GraphIR) -> dict[str, int]:
     return last
 
 
+def host_values(graph: GraphIR) -> list:
+    return [b for b in graph.buffers.values() if isinstance(b, HostValueBuffer)]
+
+
 def sizes_text(values) -> str:
     """A tuple of sizes or strides as source; symbolic ones over the wrapper's bound symbols."""
     texts = [print_index(v) for v in values]
@@ -130,6 +134,9 @@ def render_wrapper(graph: GraphIR, steps: list, kernels: dict, kernel_sources: d
               "    assert_size_stride, benchmark_main, current_cuda_device, empty_strided, empty_strided_cuda,",
               "    ensure_layout, load_kernel, matmul_padded_columns, reinterpret_tensor, view_tensor,", ")", "",
               "aten = torch.ops.aten", "prims = torch.ops.prims", "CONSTANTS = {}", ""]
+    if host_values(graph):
+        position = header.index("aten = torch.ops.aten")
+        header[position:position] = ["from tritonize.runtime import host_math", ""]
     for name, kernel in kernel_sources.items():
         header.append("")
         header.append(f"# aten nodes: {', '.join(kernel.origins)}")
@@ -180,6 +187,9 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
             lines.append(f"    {b.name} = {b.name}.resolve_neg()")
         if b.host_scalar and host_scalar_argument(b.name) in kernel_args:  # kernels take its value
             lines.append(f"    {host_scalar_argument(b.name)} = {b.name}.item()")
+    for b in host_values(graph):  # numbers computed from sizes alone (lower/host_values.py)
+        if host_scalar_argument(b.name) in kernel_args:
+            lines.append(f"    {host_scalar_argument(b.name)} = {b.source}")
     for name in graph.constants:
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
@@ -297,6 +307,8 @@ def _free_lines(i: int, last_use: dict, graph: GraphIR, pool: dict, extern_args:
     deleted = []
     for name in freed:
         buffer = graph.buffers[name]
+        if isinstance(buffer, HostValueBuffer):  # a number, bound as `<name>_item`
+            continue
         if isinstance(buffer, ComputedBuffer) and name not in extern_args:
             pool.setdefault(_layout_key(buffer), []).append(name)
         else:

@@ -122,6 +122,15 @@ class InputBuffer(Buffer):
 
 
 @dataclasses.dataclass
+class HostValueBuffer(Buffer):
+    """A number the wrapper computes from sizes alone, once a call (`source`: Python over the
+    bound size symbols; lower/host_values.py); kernels take it as a host scalar's value."""
+
+    source: str = ""
+    host_scalar: bool = True
+
+
+@dataclasses.dataclass
 class ComputedBuffer(Buffer):
     """A buffer filled by a generated kernel: element at index d is `body` (over dims of size)."""
 

@@ -39,6 +39,7 @@ from ..ir.sizes import (
 from .context import LoweringContext, needs_neg_resolved
 from .dtypes import symbolic_size
 from .fallback import call_through_aten, is_extern
+from .host_values import move_size_values_to_host
 from .registry import find_lowering
 
 aten = torch.ops.aten
@@ -77,6 +78,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
                     ctx.sizes, set(ctx.unbacked))
     check_symbols_bound(graph)
+    move_size_values_to_host(graph)
     return graph
 
 
