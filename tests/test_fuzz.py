@@ -6,6 +6,7 @@ kernels, f32/bf16/f16/i32/bool, and training programs whose gradients are compar
 prints the program; `bench/fuzz.py --seed S --n 1` shrinks it to a reproducer. Long runs: bench/fuzz.py.
 """
 import pytest
+import torch
 
 import fuzz_check
 import fuzz_programs
@@ -67,6 +68,24 @@ def test_checker_catches_lost_input_writes():
     program = next(p for p in map(fuzz_programs.generate, range(200)) if writes_input(p))
     problems = fuzz_check.check_program(program, DEVICE, backend=_forgets_input_writes)
     assert any(p.startswith("input 0") for p in problems), problems
+
+
+def test_checker_lets_a_wider_type_stay_finite_where_eager_alone_overflowed():
+    """fuzz seed 8292: an fp16 RMS norm's backward overflows in eager (inf), not in float64 nor
+    in a compiled kernel that computes in float32; a finite value close to float64 is right, a
+    far one or a new infinity is not."""
+    inf = float("inf")
+    eager = torch.tensor([1.0, inf, -inf, 2.0], dtype=torch.float16)
+    ref = torch.tensor([1.0, 0.15, -3.96, 2.0], dtype=torch.float64)
+    close = torch.tensor([1.0, 0.1505, -3.961, 2.0], dtype=torch.float16)
+    assert fuzz_check.close_enough(close, eager, ref) is None
+    far = torch.tensor([1.0, 0.9, -3.95, 2.0], dtype=torch.float16)
+    assert "max error vs float64" in fuzz_check.close_enough(far, eager, ref)
+    new_infinity = torch.tensor([inf, 0.15, -3.96, 2.0], dtype=torch.float16)
+    assert fuzz_check.close_enough(new_infinity, eager, ref) == "NaN/inf positions differ from eager's"
+    lost_infinity = torch.tensor([1.0, 0.15, -3.96, 2.0], dtype=torch.float16)
+    ref_inf = torch.tensor([1.0, inf, -3.96, 2.0], dtype=torch.float64)
+    assert fuzz_check.close_enough(lost_infinity, eager, ref_inf) == "NaN/inf positions differ from eager's"
 
 
 def test_long_run_script_runs(tmp_path):
