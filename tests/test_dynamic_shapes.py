@@ -501,3 +501,28 @@ def test_a_size_that_is_one_only_through_a_guard_broadcasts():
     for n in (4, 3):
         x, index = randn(n, 7), torch.randint(0, 7, (1, 7), device=DEVICE)
         assert_same(compiled(x, index), fn(x, index))
+
+
+@pytest.mark.parametrize("first_row", [0, 1], ids=["at_storage_start", "past_storage_start"])
+def test_a_view_of_an_input_written_later_in_the_graph_follows_the_input(first_row):
+    """fuzz seed 8174 (dynamic): v = x.reshape(2, -1) of a step-sliced x, then x.index_put_.
+    Eager's v is a view of x. AOTAutograd copies the graph's new value of x into x and rebuilds v
+    from x; with symbolic sizes it cannot replay the view, so it reinterprets x with the layout
+    of our v's base, which is therefore laid out as x is (aot_eager itself returns wrong values
+    here)."""
+    def fn(x, index):
+        v = x.reshape(2, -1)
+        x.index_put_((index,), torch.tensor(1.5, device=x.device).expand(x.shape[1]))
+        return v
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for rows, cols in ((4, 32), (6, 20), (8, 16)):
+        base = randn(rows + first_row, cols)
+        index = torch.randperm(rows, device=DEVICE)[:3]
+        x, x_eager = base.clone()[first_row:, ::2], base.clone()[first_row:, ::2]
+        out, expected = compiled(x, index), fn(x_eager, index)
+        assert_same(out, expected)
+        assert_same(x, x_eager)
+        x.add_(1)  # still a view of x, as eager's
+        x_eager.add_(1)
+        assert_same(out, expected)

@@ -11,6 +11,7 @@ the loader fills in.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import sympy
@@ -43,6 +44,12 @@ class WrapperWriter:
         if layout.device.type == "cuda" and self.cuda_index is not None:
             return f"empty_strided_cuda({size}, {stride}, {layout.dtype})"
         return f"empty_strided({size}, {stride}, dtype={layout.dtype}, device={str(layout.device)!r})"
+
+    def allocation_at(self, layout, storage_offset) -> str:
+        """A buffer of this layout that starts `storage_offset` elements into its storage."""
+        flat = dataclasses.replace(layout, size=(storage_offset + layout.storage_span(),), stride=(1,))
+        return (f"reinterpret_tensor({self.allocation(flat)}, {sizes_text(layout.size)}, "
+                f"{sizes_text(layout.stride)}, {print_index(storage_offset)})")
 
     def kernel_call(self, kernel_var: str) -> str:
         """How the wrapper calls a generated kernel: on the GPU through its fast launch path."""
@@ -220,8 +227,10 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
 def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, pool: dict) -> list[str]:
     lines = []
     for buffer in group.stored:
-        reusable = pool.get(_layout_key(buffer))
-        if reusable:
+        reusable = pool.get(_layout_key(buffer)) if buffer.storage_offset == 0 else None
+        if buffer.storage_offset != 0:
+            lines.append(f"    {buffer.name} = {writer.allocation_at(buffer.layout, buffer.storage_offset)}")
+        elif reusable:
             old = reusable.pop()
             lines.append(f"    {buffer.name} = {old}; del {old}  # reuse")
         else:
@@ -309,7 +318,7 @@ def _free_lines(i: int, last_use: dict, graph: GraphIR, pool: dict, extern_args:
         buffer = graph.buffers[name]
         if isinstance(buffer, HostValueBuffer):  # a number, bound as `<name>_item`
             continue
-        if isinstance(buffer, ComputedBuffer) and name not in extern_args:
+        if isinstance(buffer, ComputedBuffer) and name not in extern_args and buffer.storage_offset == 0:
             pool.setdefault(_layout_key(buffer), []).append(name)
         else:
             deleted.append(name)

@@ -136,6 +136,9 @@ class ComputedBuffer(Buffer):
 
     body: ex.Expr
     origins: list[str]  # names of the aten FX nodes whose computation this buffer holds
+    # Where in its storage the wrapper allocates it (elements): 0, or a mutated input's storage
+    # offset for the input's new value laid out as the input (lower/graph.py, _realize_shared_base)
+    storage_offset: Any = dataclasses.field(default=0, init=False)
 
 
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var")

@@ -51,6 +51,8 @@ class LoweringContext:
         self.values: dict = {}  # FX node -> what it lowered to, filled by lower_graph
         self.random = None  # lower/random.py's RandomState, once the graph has a random op
         self.unbacked: dict = {}  # data-dependent size -> the ExternCall after which it is bound
+        # new values of mutated inputs laid out as the inputs (lower/graph.py, _updated_input_strides)
+        self.input_layout_buffers: set = set()
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------

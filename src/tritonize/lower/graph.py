@@ -34,7 +34,7 @@ from . import (  # noqa: F401  (registers lowerings)
     symbolic, unbacked, user_kernel, views,
 )
 from ..ir.sizes import (
-    UNBACKED_GUESS, SizeOracle, as_size, example_value, is_symbolic, size_symbols, without_max_one,
+    UNBACKED_GUESS, SizeOracle, any_symbolic, as_size, example_value, is_symbolic, size_symbols, without_max_one,
 )
 from .context import LoweringContext, needs_neg_resolved
 from .dtypes import symbolic_size
@@ -58,6 +58,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     symbol_sources: dict = {}
     outputs: list[GraphOutput] = []
     shared_bases = _output_bases(gm)
+    input_updates = _input_updates(gm)
     for node in gm.graph.nodes:
         ctx.current_node = node
         if node.op == "placeholder":
@@ -72,7 +73,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
                 env[node] = _call_through_aten(ctx, node, _arguments(node, env), "its result's size depends on the data")
                 unbacked.bind_unbacked(ctx, node, env[node])
             if node in shared_bases:
-                env[node] = _realize_shared_base(ctx, node, env[node])
+                env[node] = _realize_shared_base(ctx, node, env[node], input_updates.get(node))
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
@@ -290,18 +291,67 @@ def _output_bases(gm: torch.fx.GraphModule) -> set:
     return {base for base, n in counts.items() if n > 1 and base.op == "call_function"}
 
 
-def _realize_shared_base(ctx, node, value):
+def _realize_shared_base(ctx, node, value, updated_input=None):
     """The base of several outputs in one buffer laid out as eager's (their views then read it):
-    kept as it is when it already is such a view of a computed buffer."""
+    kept as it is when it already is such a view of a computed buffer. updated_input: the graph
+    input this node is the new value of (see `_input_updates`)."""
     meta = node.meta.get("val")
     if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor):
         return value
+    strides = _updated_input_strides(ctx, updated_input, meta) or symbolic_size(meta.stride())
     view = strided_view_of(value)
     if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
-            and _same_strides(value.size, view[2], symbolic_size(meta.stride()))):
+            and _same_strides(value.size, view[2], strides)):
+        if strides != symbolic_size(meta.stride()):
+            ctx.input_layout_buffers.add(view[0])
         return value
-    buffer = ctx.compute_buffer(value, dense_strides(meta))
+    input_strides = _updated_input_strides(ctx, updated_input, meta)
+    buffer = ctx.compute_buffer(value, input_strides or dense_strides(meta))
+    if input_strides:  # at the input's storage offset too: AOTAutograd compares those
+        buffer.storage_offset = ctx.storage_offsets[updated_input.name]
+        ctx.input_layout_buffers.add(buffer.name)
     return buffer_value(buffer.name, buffer.layout)
+
+
+def _updated_input_strides(ctx, updated_input, meta) -> tuple | None:
+    """A symbolic graph's new value of a mutated input, when other outputs are views of it, is
+    laid out as the input is. AOTAutograd copies it into the input and rebuilds those views from
+    the input: with symbolic sizes it cannot replay the views, so it reinterprets the input with
+    the layout of our outputs' base, which must then be the input's (fuzz seed 8174: a reshape
+    of a step-sliced input that is then written by index_put_ read the wrong elements)."""
+    if updated_input is None:
+        return None
+    layout = ctx.buffers[updated_input.name].layout
+    if layout.size != symbolic_size(meta.shape) or not any_symbolic(layout.size + layout.stride):
+        return None
+    if ctx.storage_offsets.get(updated_input.name) is None:  # not readable as one symbol
+        return None
+    return layout.stride
+
+
+def _input_updates(gm: torch.fx.GraphModule) -> dict:
+    """{output node: the placeholder it is the new value of}. AOTAutograd's graphs return the new
+    values of the inputs they mutate first, in the order of its metadata's
+    `mutated_inp_runtime_indices`, and copy them into the inputs after the call."""
+    context = torch._guards.TracingContext.try_get()
+    indices = getattr(getattr(context, "fw_metadata", None), "mutated_inp_runtime_indices", None) \
+        if context is not None else None
+    if not indices:
+        return {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outputs = _flatten_outputs(output.args[0])
+    updates = {}
+    for out, k in zip(outputs, indices):
+        if isinstance(out, torch.fx.Node) and k < len(placeholders) and _same_meta(out, placeholders[k]):
+            updates[out] = placeholders[k]
+    return updates
+
+
+def _same_meta(a: torch.fx.Node, b: torch.fx.Node) -> bool:
+    va, vb = a.meta.get("val"), b.meta.get("val")
+    return isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor) and \
+        va.shape == vb.shape and va.dtype == vb.dtype
 
 
 def _aliases_input(node) -> bool:
@@ -376,7 +426,7 @@ def _lower_output(ctx, node, env) -> GraphOutput:
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
         eager_stride = symbolic_size(meta.stride()) if meta is not None else stride
-        same_strides = _same_strides(value.size, view[2], eager_stride)
+        same_strides = _same_strides(value.size, view[2], eager_stride) or view[0] in ctx.input_layout_buffers
         if same_strides and (not from_input or _aliases_input(node)):
             return GraphOutput(ctx.realize(value))
     if _aliases_input(node):
