@@ -103,3 +103,68 @@ def test_grid_sample(mode, padding_mode):
     for align_corners in (False, True):
         _check(lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
                x, grid, allowed_fallbacks=aten_on_cuda)
+
+
+# ----------------------------------------------------------------------------- indexing, compositions
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_into_a_transposed_tensor_with_negative_and_repeated_indices(accumulate):
+    x = torch.randn(4, 5, device=DEVICE).t()
+    index = torch.tensor([0, -1, 7, 19, 3], device=DEVICE)
+    if accumulate:
+        index = torch.tensor([0, -1, 7, 7, -1], device=DEVICE)
+    source = torch.randn(5, device=DEVICE)
+    _check(lambda t, i, s: t.put(i, s, accumulate=accumulate), x, index, source)
+
+
+def test_put_in_place_writes_the_callers_tensor():
+    def fn(t, i, s):
+        t.put_(i, s)
+        return t * 2
+
+    x, index, source = torch.randn(3, 4, device=DEVICE), torch.tensor([1, 5, -2], device=DEVICE), torch.randn(3, device=DEVICE)
+    x_eager = x.clone()
+    actual, report = tritonize.run_and_explain(fn, x, index, source)
+    assert_same(actual, fn(x_eager, index, source))
+    assert_same(x, x_eager)
+    assert not report.fallbacks
+
+
+@pytest.mark.parametrize("op", ["index_add", "index_copy", "index_fill"])
+def test_index_ops_on_a_zero_dim_tensor(op):
+    x, index = torch.tensor(1.5, device=DEVICE), torch.tensor([0], device=DEVICE)
+    if op == "index_add":
+        _check(lambda t, i, s: t.index_add(0, i, s, alpha=-2), x, index, torch.tensor(4.0, device=DEVICE))
+    elif op == "index_copy":
+        _check(lambda t, i, s: t.index_copy(0, i, s), x, index.reshape(()), torch.tensor(4.0, device=DEVICE))
+    else:
+        _check(lambda t, i: t.index_fill(-1, i, 2.5), x, index)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sums_and_products_over_an_empty_dim(keepdim):
+    x = torch.randn(3, 0, 4, device=DEVICE)
+    ints = torch.ones(0, 5, dtype=torch.int32, device=DEVICE)
+    _check(lambda t: (t.sum(1, keepdim=keepdim), t.prod(1, keepdim=keepdim)), x)
+    _check(lambda t: (t.sum(0, keepdim=keepdim), t.prod(0, keepdim=keepdim)), ints)
+    _check(lambda a, b: torch.linalg.vecdot(a, b), torch.randn(0, device=DEVICE), torch.randn(0, device=DEVICE))
+
+
+def test_addmv_dist_and_batch_norm_with_running_statistics():
+    m, v, y = torch.randn(6, 10, device=DEVICE), torch.randn(10, device=DEVICE), torch.randn(6, device=DEVICE)
+    _check(lambda a, b, c: torch.addmv(c, a, b, beta=0.5, alpha=2.0), m, v, y, atol=1e-5, rtol=1e-5)
+    _check(lambda a, b: (torch.dist(a, b), torch.dist(a, b, 3.0)), torch.randn(4, 5, device=DEVICE),
+           torch.randn(4, 5, device=DEVICE), atol=1e-5, rtol=1e-5)
+
+    def bn(x, w, b, mean, var):
+        return torch.ops.aten._batch_norm_with_update(x, w, b, mean, var, 0.1, 1e-5)
+
+    args = [torch.randn(4, 3, 5, device=DEVICE), torch.randn(3, device=DEVICE), torch.randn(3, device=DEVICE),
+            torch.randn(3, device=DEVICE), torch.rand(3, device=DEVICE) + 0.5]
+    eager_args = [a.clone() for a in args]
+    actual, report = tritonize.run_and_explain(bn, *args)
+    expected = bn(*eager_args)
+    assert not report.fallbacks
+    assert_same(actual[0], expected[0], atol=1e-5, rtol=1e-5)
+    assert_same(args[3], eager_args[3], atol=1e-5, rtol=1e-5)  # the running statistics, updated in place
+    assert_same(args[4], eager_args[4], atol=1e-5, rtol=1e-5)

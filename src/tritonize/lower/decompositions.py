@@ -45,7 +45,10 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
          aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp,
          # index arithmetic over gathers, lowered to pointwise kernels: adaptive average pooling,
          # bucketize (an unrolled binary search)
-         aten._adaptive_avg_pool2d, aten.bucketize]
+         aten._adaptive_avg_pool2d, aten.bucketize,
+         # compositions of ops we lower: a matrix-vector product plus a vector, a norm of a
+         # difference, batch norm with its running statistics
+         aten.addmv, aten.dist, aten._batch_norm_with_update_functional]
 
 
 @functools.lru_cache(None)
@@ -54,10 +57,10 @@ def decomposition_table(fallback_random: bool = False) -> dict:
     which draws other numbers than eager's bernoulli), so that aten runs them as eager does."""
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
-    table.update(own_decompositions.TABLE)
     for packet in KEEP:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    table.update(own_decompositions.TABLE)  # (some handle a case of a KEEP op, else NotImplemented)
     if fallback_random:  # composite ops (lstm, sdpa...) decompose under autograd anyway, as in eager
         implicit = torch._C.DispatchKey.CompositeImplicitAutograd
         table = {op: fn for op, fn in table.items()

@@ -16,6 +16,9 @@ which lower to pointwise kernels (a gather is an indirect load), so the whole op
 * searchsorted: the binary search of eager's kernel, unrolled (bit_length(M) steps for M
   boundaries), one gather per step. It keeps eager's comparisons: the left side moves past a
   boundary unless boundary >= value, the right side unless boundary > value, so NaN sorts last.
+* put: an index_put into the tensor seen as 1-D. index_add, index_copy and index_fill of a 0-d
+  tensor: the same op on its one-element 1-D view (other ranks return NotImplemented and keep
+  lower/scatter.py's lowering).
 """
 from __future__ import annotations
 
@@ -262,6 +265,27 @@ def _take(sequence, position):
     return torch.gather(sequence, -1, position)
 
 
+# --- indexing on a flattened or one-element tensor ---------------------------------------------
+
+def put(x, index, source, accumulate=False):
+    """x.put(index, source): index_put into x seen as 1-D (indices wrap from the end as eager's),
+    laid out as x (eager's result is a clone of x, written in place)."""
+    flat = x.reshape(-1).index_put((index.reshape(-1),), source.reshape(-1), accumulate)
+    return aten.copy.default(torch.empty_like(x), flat.reshape(x.shape))
+
+
+def _on_one_element(op, takes_source: bool):
+    """op on a 0-d x as on its one-element 1-D view (lower/scatter.py lowers ranks >= 1 only);
+    NotImplemented for other ranks, which keep their own lowering."""
+    def decomposition(x, dim, index, value, *args, **kwargs):
+        if x.dim() != 0:
+            return NotImplemented
+        if takes_source:
+            value = value.reshape(-1)
+        return op(x.reshape(1), dim, index.reshape(-1), value, *args, **kwargs).reshape(())
+    return decomposition
+
+
 TABLE = {
     aten.adaptive_max_pool2d.default: adaptive_max_pool,
     aten.adaptive_max_pool3d.default: adaptive_max_pool,
@@ -271,4 +295,9 @@ TABLE = {
     aten.grid_sampler_2d.default: grid_sampler_2d,
     aten.searchsorted.Tensor: searchsorted,
     aten.searchsorted.Scalar: searchsorted,
+    aten.put.default: put,
+    aten.index_add.default: _on_one_element(aten.index_add.default, takes_source=True),
+    aten.index_copy.default: _on_one_element(aten.index_copy.default, takes_source=True),
+    aten.index_fill.int_Scalar: _on_one_element(aten.index_fill.int_Scalar, takes_source=False),
+    aten.index_fill.int_Tensor: _on_one_element(aten.index_fill.int_Tensor, takes_source=False),
 }

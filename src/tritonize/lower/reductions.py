@@ -42,7 +42,9 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
         tuple(x.size[k] for k in kept)
     ranges = tuple(x.size[k] for k in dims)
     if 0 in ranges and 0 not in out_size:
-        raise Unsupported("reduction over an empty dim")
+        if rtype not in ("sum", "prod"):
+            raise Unsupported("reduction over an empty dim")
+        return TensorValue(out_size, acc_dtype, x.device, ex.constant(neutral_value(rtype, acc_dtype), acc_dtype))
     out_vars, red_vars = dim_vars(len(out_size)), reduction_vars(len(dims))
     index = [None] * x.rank
     for j, k in enumerate(dims):
