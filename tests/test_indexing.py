@@ -261,10 +261,41 @@ def test_scatter_reduce_sum(device, include_self):
     assert not report.fallbacks
 
 
-def test_scatter_reduce_amax_falls_back_and_is_reported(device):
+def _with_nans(t):
+    t = t.clone()
+    t.view(-1)[::5] = float("nan")
+    return t
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_scatter_reduce_extremes_and_mean(device, reduce, include_self, dtype):
+    """Repeated indices, NaN updates and NaNs in the destination (eager's max and min let a NaN
+    win), include_self either way; generated (atomic max/min, or sums and counts)."""
+    x = _with_nans(_rand(4, 9, device=device)).to(dtype)
+    index = _index(9, (4, 12), device)
+    src = _with_nans(_rand(4, 12, device=device)).to(dtype)
+    report = check(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self), x, index, src,
+                   atol=1e-2, rtol=1e-2)
+    native = reduce != "mean" or dtype.is_floating_point  # an integer mean rounds eager's way: aten
+    assert bool(report.fallbacks) != native, report.fallback_reasons
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_extremes_and_mean(device, reduce, include_self):
+    x = _with_nans(_rand(5, 6, device=device))
+    index = torch.tensor([0, 4, 0, 2, 4, 4, 1], device=device)
+    source = _with_nans(_rand(7, 6, device=device))
+    report = check(lambda x, i, s: x.index_reduce(0, i, s, reduce, include_self=include_self), x, index, source)
+    assert not report.fallbacks
+
+
+def test_scatter_reduce_prod_falls_back_and_is_reported(device):
     x = _rand(4, 9, device=device)
     index = _index(9, (4, 6), device)
-    report = check(lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), x, index, _rand(4, 6, device=device))
+    report = check(lambda x, i, s: x.scatter_reduce(1, i, s, "prod"), x, index, _rand(4, 6, device=device))
     assert "aten.scatter_reduce.two" in report.fallbacks
 
 

@@ -58,8 +58,11 @@ def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str, sizes: SizeOr
     pointer = writer.pointer(op.target, stored=True)
     mask_text = f", {mask}" if mask else ""
     address = f"{pointer} + {_parenthesize(index_text)}"
-    if op.mode == "add":
-        writer.lines.append(f"tl.atomic_add({address}, {value}{mask_text}, sem='relaxed')")
+    if op.mode in ATOMICS:
+        writer.lines.append(f"{ATOMICS[op.mode]}({address}, {value}{mask_text}, sem='relaxed')")
+    elif op.mode == "nan":  # only the updates that are NaN (lower/scatter_reduce.py), asked in fp32
+        is_nan = writer.new_var(f"{value}.to(tl.float32) != {value}.to(tl.float32)")  # (the interpreter's bf16)
+        writer.lines.append(f"tl.store({address}, {value}, {f'{mask} & ' if mask else ''}{is_nan})")
     else:
         writer.lines.append(f"tl.store({address}, {value}{mask_text})")
     params = [writer.pointer(n) for n in writer.loaded] + [pointer]
@@ -72,6 +75,9 @@ def render_scatter_kernel(op: ScatterOp, buffers: dict, name: str, sizes: SizeOr
     source = _assemble(name, params, space, writer, op)
     return RenderedKernel(name, source, "pointwise", arg_names, *hints, op.origins(), checks=writer.has_checks,
                           numel_exprs=numel_exprs)
+
+
+ATOMICS = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min"}
 
 
 def _index_expressions(op: ScatterOp, roots) -> list:

@@ -44,7 +44,7 @@ class ScatterOp:
     bindings: tuple[Binding, ...]
     index: sympy.Expr  # element offset in target, over d0.. and the bound symbols
     value: ex.Expr  # over d0.., in the target's dtype
-    mode: str  # "store" | "add"
+    mode: str  # "store" | "add" | "max" | "min" (atomics) | "nan" (stores the NaN values alone)
     nodes: list[str]  # the aten FX nodes it comes from
 
     def origins(self) -> list[str]:

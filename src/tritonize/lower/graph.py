@@ -30,8 +30,8 @@ from ..ir.nodes import (
     strided_view_of,
 )
 from . import (  # noqa: F401  (registers lowerings)
-    creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, special,
-    symbolic, unbacked, user_kernel, views,
+    creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, scatter_reduce,
+    special, symbolic, unbacked, user_kernel, views,
 )
 from ..ir.sizes import (
     UNBACKED_GUESS, SizeOracle, any_symbolic, as_size, example_value, is_symbolic, size_symbols, without_max_one,

@@ -16,8 +16,8 @@ which lower to pointwise kernels (a gather is an indirect load), so the whole op
 * searchsorted: the binary search of eager's kernel, unrolled (bit_length(M) steps for M
   boundaries), one gather per step. It keeps eager's comparisons: the left side moves past a
   boundary unless boundary >= value, the right side unless boundary > value, so NaN sorts last.
-* put: an index_put into the tensor seen as 1-D. index_add, index_copy and index_fill of a 0-d
-  tensor: the same op on its one-element 1-D view (other ranks return NotImplemented and keep
+* put: an index_put into the tensor seen as 1-D. index_add, index_copy, index_fill and
+  index_reduce of a 0-d tensor: the same op on its one-element 1-D view (other ranks return NotImplemented and keep
   lower/scatter.py's lowering).
 """
 from __future__ import annotations
@@ -300,4 +300,5 @@ TABLE = {
     aten.index_copy.default: _on_one_element(aten.index_copy.default, takes_source=True),
     aten.index_fill.int_Scalar: _on_one_element(aten.index_fill.int_Scalar, takes_source=False),
     aten.index_fill.int_Tensor: _on_one_element(aten.index_fill.int_Tensor, takes_source=False),
+    aten.index_reduce.default: _on_one_element(aten.index_reduce.default, takes_source=True),
 }

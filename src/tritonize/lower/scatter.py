@@ -1,5 +1,6 @@
 """Lowerings of indirect writes: index_put (with and without accumulate), scatter (src, value,
-reduce="add"), scatter_add, scatter_reduce(sum), index_add, index_copy and index_fill.
+reduce="add"), scatter_add, scatter_reduce(sum), index_add, index_copy and index_fill
+(scatter_reduce's and index_reduce's other reductions: lower/scatter_reduce.py).
 
 Indices wrap (a negative one counts from the end) only where eager's do: index_put (x[i] = v) and
 index_fill; scatter, index_add and index_copy reject a negative index like eager.
@@ -34,6 +35,9 @@ aten = torch.ops.aten
 ACCUMULATE_IN = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.int8: torch.int32,
                  torch.uint8: torch.int32, torch.int16: torch.int32, torch.bool: torch.int32}
 ATOMIC_ADD_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
+# ScatterOp modes (ir/scatter.py) written with atomics; "store" and "nan" (a store of the NaN
+# updates alone, lower/scatter_reduce.py) are plain stores
+ATOMIC_MODES = ("add", "max", "min")
 
 
 def _numel(size) -> int:
@@ -54,7 +58,7 @@ def scatter_into_copy(ctx, node, dest: TensorValue, size, bindings, position_fn,
     if _numel(dest.size) == 0:
         raise Unsupported("scatter into an empty tensor")
     dtype = dest.dtype
-    work_dtype = ACCUMULATE_IN.get(dtype, dtype) if mode == "add" else dtype
+    work_dtype = ACCUMULATE_IN.get(dtype, dtype) if mode in ATOMIC_MODES else dtype
     if mode == "add" and work_dtype not in ATOMIC_ADD_DTYPES:
         raise Unsupported(f"accumulating scatter into {dtype}")
     if mode == "add" and work_dtype.is_floating_point and torch.are_deterministic_algorithms_enabled():
@@ -190,10 +194,8 @@ def lower_scatter_add(ctx, node, x, dim, index, src):
     return _scatter(ctx, node, x, dim, index, src, "add")
 
 
-@lowering(aten.scatter_reduce.two)
-def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, *, include_self=True):
-    if reduce != "sum":
-        raise Unsupported(f"scatter_reduce with reduce={reduce!r}")
+def sum_scatter_reduce(ctx, node, x, dim, index, src, include_self: bool):
+    """scatter_reduce(reduce="sum") (the other reductions: lower/scatter_reduce.py)."""
     if not include_self:  # positions that receive updates start from zero
         x = _scatter(ctx, node, x, dim, index, 0, "store")
     return _scatter(ctx, node, x, dim, index, src, "add")
