@@ -168,3 +168,29 @@ def test_addmv_dist_and_batch_norm_with_running_statistics():
     assert_same(actual[0], expected[0], atol=1e-5, rtol=1e-5)
     assert_same(args[3], eager_args[3], atol=1e-5, rtol=1e-5)  # the running statistics, updated in place
     assert_same(args[4], eager_args[4], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("beta", [1, 0.5, 0])
+def test_addbmm_is_one_matrix_product(beta):
+    x = torch.randn(4, 6, device=DEVICE)
+    if beta == 0:
+        x[0, 0] = NAN  # ignored, as in eager
+    b1, b2 = torch.randn(3, 4, 5, device=DEVICE), torch.randn(3, 5, 6, device=DEVICE)
+    _check(lambda a, b, c: torch.addbmm(a, b, c, beta=beta, alpha=2), x, b1, b2, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist(p):
+    x1, x2 = torch.randn(2, 5, 3, device=DEVICE), torch.randn(2, 7, 3, device=DEVICE)
+    x2[0, 1] = x1[0, 2]  # a zero distance
+    _check(lambda a, b: torch.cdist(a, b, p=p), x1, x2, atol=1e-4, rtol=1e-4)
+    _check(lambda a: F.pdist(a, p=p), torch.randn(6, 4, device=DEVICE), atol=1e-4, rtol=1e-4)
+
+
+def test_masked_scatter_broadcast_mask_and_layout():
+    x = torch.randn(5, 4, device=DEVICE).t()  # eager's result keeps this layout
+    mask = torch.rand(5, device=DEVICE) > 0.4
+    source = torch.randn(30, device=DEVICE)
+    _check(lambda t, m, s: t.masked_scatter(m, s), x, mask, source)
+    _check(lambda t, m, s: t.masked_scatter(m, s), x, torch.zeros(5, dtype=torch.bool, device=DEVICE),
+           torch.randn(0, device=DEVICE))

@@ -286,6 +286,69 @@ def _on_one_element(op, takes_source: bool):
     return decomposition
 
 
+# --- compositions of ops we lower --------------------------------------------------------------
+
+def addbmm(x, batch1, batch2, *, beta=1, alpha=1):
+    """beta * x + alpha * sum over the batch of batch1 @ batch2 (x ignored when beta is 0): one
+    matrix product over the batch and inner dims together, accumulated as eager's."""
+    batches, rows, inner = batch1.shape
+    product = torch.mm(batch1.transpose(0, 1).reshape(rows, batches * inner), batch2.reshape(batches * inner, -1))
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product.expand(torch.broadcast_shapes(x.shape, product.shape)).clone()
+    return (x if beta == 1 else x * beta) + product
+
+
+def _p_norm_of_last_dim(diff, p):
+    """The p-norm of |diff| over the last dim, as eager's distance kernels define it."""
+    if p == 0:
+        return (diff != 0).sum(-1).to(diff.dtype)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return diff.pow(2).sum(-1).sqrt()
+    if math.isinf(p):
+        return diff.amax(-1)
+    return diff.pow(p).sum(-1).pow(1.0 / p)
+
+
+def cdist(x1, x2, p, compute_mode=None):
+    """Distances between the rows of x1 and x2, each pair's difference reduced directly (eager
+    may go through a matrix product for p = 2, a little less exactly)."""
+    if x1.shape[-1] == 0 and math.isinf(p):
+        return NotImplemented
+    return _p_norm_of_last_dim((x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs(), p)
+
+
+def pdist(x, p=2):
+    """Distances between the rows i < j of x, in row-major order of (i, j)."""
+    rows = _static([x.shape[0]])
+    if rows is None or (x.shape[1] == 0 and math.isinf(p)):
+        return NotImplemented
+    n = rows[0]
+    if n < 2:
+        return x.new_zeros((0,))
+    # pair k belongs to row i, the last whose first pair starts[i] = i * (2n - i - 1) / 2 is <= k
+    row = torch.arange(n, device=x.device)
+    starts = row * (2 * n - row - 1) // 2
+    pair = torch.arange(n * (n - 1) // 2, device=x.device)
+    i = torch.searchsorted(starts, pair, right=True) - 1
+    j = pair - starts[i] + i + 1
+    return _p_norm_of_last_dim((x[i] - x[j]).abs(), p)
+
+
+def masked_scatter(x, mask, source):
+    """Where mask holds, source's elements in order (a running count of the mask picks each);
+    contiguous, as eager's result."""
+    mask = mask.expand(x.shape)
+    if source.numel() == 0:
+        return x.clone(memory_format=torch.contiguous_format)
+    position = mask.reshape(-1).to(torch.int64).cumsum(0) - 1
+    taken = source.reshape(-1)[position.clamp(min=0)].reshape(x.shape)
+    return torch.where(mask, taken, x).contiguous()
+
+
 TABLE = {
     aten.adaptive_max_pool2d.default: adaptive_max_pool,
     aten.adaptive_max_pool3d.default: adaptive_max_pool,
@@ -301,4 +364,8 @@ TABLE = {
     aten.index_fill.int_Scalar: _on_one_element(aten.index_fill.int_Scalar, takes_source=False),
     aten.index_fill.int_Tensor: _on_one_element(aten.index_fill.int_Tensor, takes_source=False),
     aten.index_reduce.default: _on_one_element(aten.index_reduce.default, takes_source=True),
+    aten.addbmm.default: addbmm,
+    aten._cdist_forward.default: cdist,
+    aten._pdist_forward.default: pdist,
+    aten.masked_scatter.default: masked_scatter,
 }
