@@ -135,3 +135,28 @@ def test_polygamma_orders_and_zeta(device, dtype):
     q = torch.tensor([1.0, 2.0, 0.5, -1.0, -2.5, 0.0, 30.0, float("nan"), float("inf"), -3.7], device=device,
                      dtype=dtype)
     no_fallback(lambda a, b: (torch.special.zeta(a, b), torch.special.zeta(a, 2.0)), s, q)
+
+
+CHEBYSHEV_OPS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+                 "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+                 "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"]
+
+
+@pytest.mark.parametrize("name", CHEBYSHEV_OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_chebyshev_polynomials_in_every_case_of_torchs(device, name, dtype):
+    """Each degree from -1 to 14 (and 3.7, truncated) at +-1, 0, 1/2, inside and outside [-1, 1]
+    and near 1 (where the trigonometric form meets its fallback): torch's cases, in its order;
+    the recurrence stops per element at its own degree. At NaN, torch's U and W return an
+    uninitialized variable from degree 2 on; ours are NaN (T's and V's are NaN in torch too)."""
+    fn = getattr(torch.special, name)
+    points = torch.tensor([-1.0, 1.0, 0.0, 0.5, -0.3, 0.999999, -0.999999, 1.7, -2.0], dtype=dtype)
+    degrees = torch.tensor([-1.0, 0.0, 1.0, 2.0, 3.7, 5.0, 7.0, 9.0, 12.0, 14.0], dtype=dtype)
+    x = points.repeat_interleave(len(degrees)).to(device)
+    n = degrees.repeat(len(points)).to(device)
+    no_fallback(fn, x, n, atol=1e-4, rtol=1e-4)
+    no_fallback(lambda t: fn(t, 5), x, atol=1e-4, rtol=1e-4)
+    nan = torch.full((len(degrees),), float("nan"), dtype=dtype, device=device)
+    at_nan = torch.compile(fn, backend="tritonize")(nan, degrees.to(device))
+    expected = torch.tensor([0.0, 1.0] + [float("nan")] * (len(degrees) - 2), dtype=dtype, device=device)
+    torch.testing.assert_close(at_nan, expected, equal_nan=True)

@@ -517,3 +517,62 @@ def zeta(x, q):
     s = tl.where(nonpositive & (q == tl.floor(q)), float("inf"), s)
     s = tl.where(x < 1.0, float("nan"), s)
     return tl.where(x == 1.0, float("inf"), s)
+
+
+@triton.jit
+def chebyshev(x, n, KIND: tl.constexpr, TRIG_ABOVE: tl.constexpr, SHIFTED: tl.constexpr):
+    # torch's Chebyshev polynomials T (KIND 0), U (1), V (2), W (3) of degree n (truncated to an
+    # integer), in torch's order of cases: 0 below degree 0; fixed values at |x| = 1; the
+    # trigonometric form for |x| < 1 above degree TRIG_ABOVE; 1 and the first polynomial at
+    # degrees 0 and 1; else the three-term recurrence, each lane stopping at its own degree.
+    # SHIFTED: the polynomials of 2x - 1, whose fixed values are those of the unshifted at +-1.
+    x = tl.where(n == n, x, x)  # both in the shape of the tile
+    n = tl.where(x == x, n, n)
+    if SHIFTED:
+        x = x + x - 1.0
+    degree = n.to(tl.int64)
+    nf = degree.to(x.dtype)
+    even = (degree % 2) == 0
+    two_x = x + x
+    if KIND == 0:
+        first = x
+    elif KIND == 1:
+        first = two_x
+    elif KIND == 2:
+        first = two_x - 1.0
+    else:
+        first = two_x + 1.0
+    p = x * 0.0 + 1.0
+    q = first
+    lanes = degree + tl.full([1], 0, tl.int64)  # a scalar becomes one lane
+    top = reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, maximum)
+    for k in range(2, top + 1):
+        active = k <= degree
+        r = two_x * q - p
+        p = tl.where(active, q, p)
+        q = tl.where(active, r, q)
+    angle = libdevice.acos(x)
+    twice_plus_one = nf + nf + 1.0
+    if KIND == 0:
+        at_one = tl.where((x > 0.0) | even, 1.0, -1.0)
+        trig = tl.cos(nf * angle)
+    elif KIND == 1:
+        at_one = tl.where((x > 0.0) | even, nf + 1.0, -(nf + 1.0))
+        sine = tl.sin(angle)
+        trig = tl.where(sine != 0.0, tl.sin((nf + 1.0) * angle) / sine, (nf + 1.0) * tl.cos((nf + 1.0) * angle) / x)
+    elif KIND == 2:
+        at_one = tl.where(x > 0.0, 1.0, tl.where(even, twice_plus_one, -twice_plus_one))
+        trig = tl.where(tl.sin(angle / 2.0) != 1.0, tl.cos((nf + 0.5) * angle) / tl.cos(angle / 2.0),
+                        tl.where(even, twice_plus_one, -twice_plus_one))
+    else:
+        at_one = tl.where(x > 0.0, twice_plus_one, tl.where(even, 1.0, -1.0))
+        if SHIFTED:
+            flat = tl.where(even, 1.0, -1.0)
+        else:
+            flat = at_one
+        trig = tl.where(tl.cos(angle / 2.0) != 1.0, tl.sin((nf + 0.5) * angle) / tl.sin(angle / 2.0), flat)
+    result = tl.where(degree == 1, first, q)
+    result = tl.where(degree == 0, 1.0, result)
+    result = tl.where((degree > TRIG_ABOVE) & (tl.abs(x) < 1.0), trig, result)
+    result = tl.where(tl.abs(x) == 1.0, at_one, result)
+    return tl.where(degree < 0, 0.0, result).to(x.dtype)
