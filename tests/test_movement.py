@@ -1,6 +1,7 @@
 """Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
 split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
-angle, ldexp and the special functions (erfcx, i1, i0e, i1e, Bessel, ndtri, digamma, polygamma, zeta). Eager's values, no fallbacks."""
+angle, ldexp and the special functions (erfcx, i1, i0e, i1e, Bessel, ndtri, digamma, polygamma, zeta,
+the orthogonal polynomials). Eager's values, no fallbacks."""
 import pytest
 import torch
 
@@ -140,6 +141,25 @@ def test_polygamma_orders_and_zeta(device, dtype):
 CHEBYSHEV_OPS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
                  "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
                  "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"]
+OTHER_POLYNOMIALS = ["hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+                     "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("name", OTHER_POLYNOMIALS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hermite_laguerre_legendre_in_every_case_of_torchs(device, name, dtype):
+    """Degrees -1 to 14, 3.7, past the Hermite limit (NaN), infinite and NaN degrees, at 0, +-1
+    and elsewhere, NaN included: torch's cases in its order, the recurrence per element."""
+    fn = getattr(torch.special, name)
+    inf, nan = float("inf"), float("nan")
+    points = torch.tensor([-1.0, 1.0, 0.0, 0.5, -0.3, 1.7, -2.0, nan], dtype=dtype)
+    degrees = torch.tensor([-1.0, 0.0, 1.0, 2.0, 3.7, 5.0, 9.0, 14.0, 600.0, inf, nan], dtype=dtype)
+    if name.startswith("laguerre") or name.startswith("legendre"):
+        degrees = degrees[:-3]  # (their loops would run to the degree; torch's too)
+        points = points[:-1]  # at NaN torch returns an uninitialized variable from degree 2 on
+    x = points.repeat_interleave(len(degrees)).to(device)
+    n = degrees.repeat(len(points)).to(device)
+    no_fallback(fn, x, n, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", CHEBYSHEV_OPS)

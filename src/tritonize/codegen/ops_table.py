@@ -107,6 +107,10 @@ BINARY = {
     "shifted_chebyshev_u": "helpers.chebyshev({0}, {1}, 1, 6, True)",
     "shifted_chebyshev_v": "helpers.chebyshev({0}, {1}, 2, 6, True)",
     "shifted_chebyshev_w": "helpers.chebyshev({0}, {1}, 3, 4, True)",
+    "hermite_h": "helpers.orthogonal_polynomial({0}, {1}, 0)",
+    "hermite_he": "helpers.orthogonal_polynomial({0}, {1}, 1)",
+    "laguerre_l": "helpers.orthogonal_polynomial({0}, {1}, 2)",
+    "legendre_p": "helpers.orthogonal_polynomial({0}, {1}, 3)",
 }
 BINARY.update({name: f"libdevice.{name}({{0}}, {{1}})" for name in _LIBDEVICE_BINARY})
 

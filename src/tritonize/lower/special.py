@@ -154,19 +154,22 @@ def lower_zeta(ctx, node, x, q):
     return pointwise(node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
 
 
-CHEBYSHEV = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebyshev)
+CHEBYSHEV = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebyshev, orthogonal_polynomial)
     aten.special_chebyshev_polynomial_t: "chebyshev_t", aten.special_chebyshev_polynomial_u: "chebyshev_u",
     aten.special_chebyshev_polynomial_v: "chebyshev_v", aten.special_chebyshev_polynomial_w: "chebyshev_w",
     aten.special_shifted_chebyshev_polynomial_t: "shifted_chebyshev_t",
     aten.special_shifted_chebyshev_polynomial_u: "shifted_chebyshev_u",
     aten.special_shifted_chebyshev_polynomial_v: "shifted_chebyshev_v",
     aten.special_shifted_chebyshev_polynomial_w: "shifted_chebyshev_w",
+    # (helpers.orthogonal_polynomial)
+    aten.special_hermite_polynomial_h: "hermite_h", aten.special_hermite_polynomial_he: "hermite_he",
+    aten.special_laguerre_polynomial_l: "laguerre_l", aten.special_legendre_polynomial_p: "legendre_p",
 }
 
 
 def _chebyshev_lowering(name: str):
     def lower(ctx, node, x, n):
-        """torch's Chebyshev polynomial of x of degree n (helpers.chebyshev follows its cases)."""
+        """torch's polynomial of x of degree n (the helpers follow its cases)."""
         return pointwise(node, [x, n], lambda a, b: ex.op(name, a, b, dtype=a.dtype))
     return lower
 

@@ -576,3 +576,52 @@ def chebyshev(x, n, KIND: tl.constexpr, TRIG_ABOVE: tl.constexpr, SHIFTED: tl.co
     result = tl.where((degree > TRIG_ABOVE) & (tl.abs(x) < 1.0), trig, result)
     result = tl.where(tl.abs(x) == 1.0, at_one, result)
     return tl.where(degree < 0, 0.0, result).to(x.dtype)
+
+
+@triton.jit
+def orthogonal_polynomial(x, n, KIND: tl.constexpr):
+    # torch's Hermite H (KIND 0) and He (1), Laguerre (2) and Legendre (3) polynomials of degree
+    # n (truncated to an integer), in torch's order of cases; the recurrence runs its steps
+    # m = 1 .. n - 1 per element. Hermite: NaN above degree 128 (512 in float64), as torch.
+    x = tl.where(n == n, x, x)  # both in the shape of the tile
+    n = tl.where(x == x, n, n)
+    degree = tl.where((n == n) & (tl.abs(n) != float("inf")), n, -1.0).to(tl.int64)
+    even = (degree % 2) == 0
+    if KIND == 0:
+        first = x + x
+    elif KIND == 2:
+        first = 1.0 - x
+    else:
+        first = x
+    if x.dtype == tl.float64:
+        limit = 512
+    else:
+        limit = 128
+    p = x * 0.0 + 1.0
+    q = first
+    lanes = degree + tl.full([1], 0, tl.int64)  # a scalar becomes one lane
+    top = reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, maximum)
+    if KIND <= 1:
+        top = tl.minimum(top, limit)
+    for m in range(1, top):
+        active = m < degree
+        step = x * 0.0 + m
+        if KIND == 0:
+            r = (x + x) * q - (step + step) * p
+        elif KIND == 1:
+            r = x * q - step * p
+        elif KIND == 2:
+            r = ((step + step + (1.0 - x)) * q - step * p) / (step + 1.0)
+        else:
+            r = ((step + step + 1.0) * x * q - step * p) / (step + 1.0)
+        p = tl.where(active, q, p)
+        q = tl.where(active, r, q)
+    result = tl.where(degree == 1, first, q)
+    if KIND <= 1:
+        result = tl.where(degree > limit, float("nan"), result)
+    result = tl.where(degree == 0, 1.0, result)
+    if KIND == 2:
+        result = tl.where(tl.abs(x) == 0.0, 1.0, result)
+    if KIND == 3:
+        result = tl.where(tl.abs(x) == 1.0, tl.where((x > 0.0) | even, 1.0, -1.0), result)
+    return tl.where(degree < 0, 0.0, result).to(x.dtype)
