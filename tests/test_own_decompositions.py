@@ -194,3 +194,29 @@ def test_masked_scatter_broadcast_mask_and_layout():
     _check(lambda t, m, s: t.masked_scatter(m, s), x, mask, source)
     _check(lambda t, m, s: t.masked_scatter(m, s), x, torch.zeros(5, dtype=torch.bool, device=DEVICE),
            torch.randn(0, device=DEVICE))
+
+
+def test_median_nanmedian_and_kthvalue_through_a_sort():
+    x = torch.randn(5, 7, device=DEVICE)
+    with_nans = x.clone()
+    with_nans[1, 2] = NAN
+    with_nans[3] = NAN  # a row of NaNs
+    _check(lambda t: (t.median(), t.nanmedian()), x)
+    _check(lambda t: (t.median(), t.nanmedian()), with_nans)
+    one_nan = x.clone()
+    one_nan[1, 2] = NAN  # (among equal values, NaNs included, eager's index is its algorithm's)
+    _check(lambda t: torch.kthvalue(t, 3, 1), one_nan)
+    _check(lambda t: torch.kthvalue(t, 7, 1), one_nan)
+    _check(lambda t: torch.kthvalue(t, 2, 0, keepdim=True), x)
+    _check(lambda t: (t.median(), t.nanmedian()), torch.full((4,), NAN, device=DEVICE))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_frexp_of_special_and_boundary_values(dtype):
+    tiny = torch.finfo(dtype).tiny
+    values = [0.0, -0.0, float("inf"), -float("inf"), NAN, 1.0, 0.5, -2.0, 3.0, 1023.9, 1024.0,
+              torch.finfo(dtype).max, tiny, 0.1, -7.5e-3]
+    if dtype != torch.bfloat16 or DEVICE != "cpu":  # (Triton's interpreter flushes bf16 subnormals)
+        values += [tiny / 8, -tiny / 2]
+    x = torch.tensor(values, dtype=dtype, device=DEVICE)
+    _check(torch.frexp, x)

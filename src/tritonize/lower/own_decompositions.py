@@ -349,6 +349,74 @@ def masked_scatter(x, mask, source):
     return torch.where(mask, taken, x).contiguous()
 
 
+# --- order statistics through a sort (an extern) -------------------------------------------------
+
+def median(x):
+    """The lower median of all elements; NaN if any is NaN (torch.sort puts NaNs last)."""
+    flat = x.reshape(-1)
+    if flat.numel() == 0:
+        return NotImplemented
+    value = torch.sort(flat).values[(flat.numel() - 1) // 2]
+    if not x.is_floating_point():
+        return value
+    return torch.where(flat.isnan().any(), torch.full_like(value, math.nan), value)
+
+
+def nanmedian(x):
+    """The lower median of the non-NaN elements (NaN when there are none)."""
+    if not x.is_floating_point():
+        return median(x)
+    values, indices = nanmedian_dim(x.reshape(-1), 0)
+    return values
+
+
+def nanmedian_dim(x, dim=0, keepdim=False):
+    """Per row along dim: the lower median of its non-NaN elements and its index; a row of NaNs
+    gives NaN. (Not registered for aten.nanmedian.dim: for a row of NaNs eager's index comes
+    from its selection algorithm's internals, 5 for 7 elements; nanmedian() takes the value.)"""
+    if x.dim() == 0 or x.shape[dim] == 0:
+        return NotImplemented
+    values, indices = torch.sort(x, dim=dim, stable=True)
+    counted = (~x.isnan()).sum(dim, keepdim=True) if x.is_floating_point() else \
+        torch.full_like(values.narrow(dim, 0, 1), x.shape[dim], dtype=torch.int64)
+    position = ((counted - 1) // 2).clamp(min=0)
+    value, index = values.gather(dim, position), indices.gather(dim, position)
+    if not keepdim:
+        value, index = value.squeeze(dim), index.squeeze(dim)
+    return value, index
+
+
+def kthvalue(x, k, dim=-1, keepdim=False):
+    """The k-th smallest along dim and its index (a stable sort; NaNs sort last, as in eager).
+    Integers tie often, and among equal values eager's selection returns no particular index:
+    those stay aten calls."""
+    if x.dim() == 0 or not x.is_floating_point():
+        return NotImplemented
+    values, indices = torch.sort(x, dim=dim, stable=True)
+    value, index = values.narrow(dim, k - 1, 1), indices.narrow(dim, k - 1, 1)
+    if not keepdim:
+        value, index = value.squeeze(dim), index.squeeze(dim)
+    dense = torch.contiguous_format  # fresh tensors, as eager's
+    return value.clone(memory_format=dense), index.clone(memory_format=dense)
+
+
+def frexp(x):
+    """(mantissa in [0.5, 1) with x's sign, exponent) with x = mantissa * 2**exponent; 0, infinities
+    and NaN keep their value with exponent 0. Computed in float64, where scaling by powers of
+    two is exact; log2's rounding near a power of two is corrected by one step either way."""
+    wide = x.to(torch.float64)
+    regular = torch.isfinite(wide) & (wide != 0)
+    exponent = torch.floor(torch.log2(torch.where(regular, wide.abs(), 1.0))) + 1
+    half = torch.floor(exponent / 2)
+    mantissa = wide * torch.exp2(-half) * torch.exp2(half - exponent)
+    too_large = mantissa.abs() >= 1
+    mantissa, exponent = torch.where(too_large, mantissa / 2, mantissa), torch.where(too_large, exponent + 1, exponent)
+    too_small = regular & (mantissa.abs() < 0.5)
+    mantissa, exponent = torch.where(too_small, mantissa * 2, mantissa), torch.where(too_small, exponent - 1, exponent)
+    mantissa = torch.where(regular, mantissa, wide).to(x.dtype)
+    return mantissa, torch.where(regular, exponent, 0.0).to(torch.int32)
+
+
 TABLE = {
     aten.adaptive_max_pool2d.default: adaptive_max_pool,
     aten.adaptive_max_pool3d.default: adaptive_max_pool,
@@ -368,4 +436,8 @@ TABLE = {
     aten._cdist_forward.default: cdist,
     aten._pdist_forward.default: pdist,
     aten.masked_scatter.default: masked_scatter,
+    aten.median.default: median,
+    aten.nanmedian.default: nanmedian,
+    aten.kthvalue.default: kthvalue,
+    aten.frexp.Tensor: frexp,
 }
