@@ -220,3 +220,11 @@ def test_frexp_of_special_and_boundary_values(dtype):
         values += [tiny / 8, -tiny / 2]
     x = torch.tensor(values, dtype=dtype, device=DEVICE)
     _check(torch.frexp, x)
+
+
+@pytest.mark.parametrize("size", [0, 3, 9, 40])
+def test_nonzero_static_pads_and_cuts(size):
+    x = torch.tensor([[0, 2, 0, 1], [3, 0, 0, 0], [0, 0, 5, 6]], device=DEVICE)
+    _check(lambda t: torch.nonzero_static(t, size=size, fill_value=-7), x)
+    _check(lambda t: torch.nonzero_static(t, size=size), (torch.randn(2, 3, 4, device=DEVICE) > 0.3))
+    _check(lambda t: torch.nonzero_static(t, size=size), torch.tensor(2.0, device=DEVICE))

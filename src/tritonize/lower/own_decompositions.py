@@ -349,6 +349,26 @@ def masked_scatter(x, mask, source):
     return torch.where(mask, taken, x).contiguous()
 
 
+def nonzero_static(x, *, size, fill_value=-1):
+    """The coordinates of the first `size` nonzero elements in row-major order, rows past the
+    count filled with fill_value: a running count of the nonzeros places each one's coordinates;
+    the others (and those past `size`) go to a spare row that is cut off."""
+    if x.dim() == 0:  # no coordinates to give
+        return torch.full((size, 0), fill_value, dtype=torch.int64, device=x.device)
+    if _static(x.shape) is None:
+        return NotImplemented
+    nonzero = x.reshape(-1) != 0
+    position = nonzero.to(torch.int64).cumsum(0) - 1
+    target = torch.where(nonzero & (position < size), position, size)
+    flat = torch.arange(x.numel(), device=x.device)
+    coordinates, stride = [], x.numel()
+    for extent in x.shape:
+        stride //= extent
+        coordinates.append((flat // stride) % extent)
+    table = torch.full((size + 1, x.dim()), fill_value, dtype=torch.int64, device=x.device)
+    return table.index_put((target,), torch.stack(coordinates, 1))[:size].clone()
+
+
 # --- order statistics through a sort (an extern) -------------------------------------------------
 
 def median(x):
@@ -436,6 +456,7 @@ TABLE = {
     aten._cdist_forward.default: cdist,
     aten._pdist_forward.default: pdist,
     aten.masked_scatter.default: masked_scatter,
+    aten.nonzero_static.default: nonzero_static,
     aten.median.default: median,
     aten.nanmedian.default: nanmedian,
     aten.kthvalue.default: kthvalue,
