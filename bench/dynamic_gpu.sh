@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17's GPU measurements, in parts that each fit one device call (10 minutes). Run from the
+# Issue 17's and issue 21's GPU runs, in parts that each fit one device call (10 minutes). Run from the
 # repo root on the GPU machine:  bash bench/dynamic_gpu.sh PART   (logs go to $OUT when set)
 #   suite    the whole test suite on CUDA (about 5 minutes at -n 16)
 #   kernels  the kernel suite, tritonize static against Inductor and tritonize with dynamic=True
@@ -7,6 +7,8 @@
 #   c        (c): generate() with the default cache, 64 new tokens
 #   d        (d): GPT-2 and llama training steps at three lengths (compiles take most of it)
 #   profile  the host profile at length 131 (wall against kernel time, cProfile's callers)
+#   fuzz     issue 21: random programs on the GPU, static then dynamic (about 8 minutes)
+#   sweep    issue 21: the OpInfo sweep on the GPU, every dtype (native shares per dtype)
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
 set -uo pipefail
 OUT=${OUT:-/tmp/tritonize-gpu}
@@ -35,6 +37,13 @@ case "${1:-}" in
     profile)
         timeout 300 python3 bench/dynamic.py --models gpt2 --lengths 96 --auto-batches "" --profile 131 \
             --profile-top 15 --host-profile 20 2>&1 | quiet ;;
+    fuzz)
+        timeout 280 python3 bench/fuzz.py --device cuda --n 1000 --seed 20000 --max-ops 14 --quiet 2>&1 | quiet | tail -40
+        timeout 260 python3 bench/fuzz.py --device cuda --n 600 --seed 30000 --max-ops 14 --dynamic --quiet 2>&1 \
+            | quiet | tail -40 ;;
+    sweep)
+        timeout 540 python3 tests/opinfo_sweep.py --device cuda --jobs 8 --json "$OUT/sweep_gpu.json" 2>&1 \
+            | grep -v "^W1" | head -60 ;;
     *)
-        echo "usage: bash bench/dynamic_gpu.sh suite|kernels|a|c|d|profile" >&2; exit 2 ;;
+        echo "usage: bash bench/dynamic_gpu.sh suite|kernels|a|c|d|profile|fuzz|sweep" >&2; exit 2 ;;
 esac

@@ -176,8 +176,10 @@ def test_scalar_and_single_element_reductions(device):
 
 def test_empty_reductions(device):
     check(lambda x: x.sum(1), torch.empty(0, 5, device=device))
-    report = check(lambda x: x.sum(0), torch.empty(0, 5, device=device))
-    assert report.fallbacks  # a reduction over an empty dim runs through aten, and says so
+    report = check(lambda x: (x.sum(0), x.prod(0), x.sum(0, dtype=torch.int32)), torch.empty(0, 5, device=device))
+    assert not report.fallbacks  # a sum or product over an empty dim is a constant
+    report = check(lambda x: torch.var(x, 0), torch.empty(0, 5, device=device))
+    assert report.fallbacks  # (NaN by eager's rule for the correction: through aten, and said so)
 
 
 @pytest.mark.parametrize("training", [True, False])
