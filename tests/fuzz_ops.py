@@ -3,7 +3,8 @@ statement and returns None, or returns False when nothing in the pool fits it.
 
 Every op keeps values finite (log and sqrt of |x| + 1, exp of clamped values) and deterministic in
 eager: index_put without accumulate and scatter get indices that never repeat where they write,
-while index_put(accumulate=True), scatter_add and index_select get repeated indices on purpose.
+while index_put(accumulate=True), scatter_add, scatter_reduce (amax, amin, mean) and index_select get
+repeated indices on purpose.
 """
 from __future__ import annotations
 
@@ -298,6 +299,12 @@ def scatter(b):
     fn = "scatter_add" if add else "scatter"
     # src cut to the index's shape: eager's backward rejects a larger src.
     src_text = f"{src.name}[:{shape[0]}, :{shape[1]}]"
+    if add and not b.training and b.rng.random() < 0.4:  # repeated indices reduced by max, min or mean
+        reduce = b.rng.choice(["amax", "amin", "mean"])
+        include_self = b.rng.random() < 0.5
+        b.emit(f"{x.name}.scatter_reduce({d}, {idx}, {src_text}, {reduce!r}, include_self={include_self})",
+               [x, src], x.shape)
+        return None
     if b.writable(x) and src.root != x.root and b.rng.random() < 0.4:
         b.emit_inplace(f"{x.name}.{fn}_({d}, {idx}, {src_text})", x, [src])
     else:
