@@ -6,15 +6,18 @@
         [--markdown out.md]     (an empty --lengths or --auto-batches skips that part)
 
 (a) Each model, inference, at every sequence length: eager; Inductor with dynamic=True;
-    tritonize compiled for that length alone (static: one compile per length) and tritonize with
-    dynamic=True (one compile for all). The four are timed in turns, round after round (each
-    compile has a back end object of its own, so Dynamo keeps them apart): milliseconds per
-    step, and how many graphs ran through aten as a whole (tritonize's warnings say so).
+    tritonize compiled for that length alone (static: one compile per length), tritonize with
+    dynamic=True (one compile for all) and plain torch.compile (auto: static at the first
+    length, then Dynamo's automatic dynamic, which keeps float attributes specialized). The
+    five are timed in turns, round after round (each compile has a back end object of its own,
+    so Dynamo keeps them apart): milliseconds per step, and how many graphs ran through aten as
+    a whole (tritonize's warnings say so).
 (b) Automatic dynamic: plain torch.compile (no dynamic=) called with several batch sizes: how
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
     cache (--generate-cache none: without one, the whole sequence at every step), tokens per
-    second per back end (the fastest of three runs after a first one); --generate-profile K profiles the compiled back ends' runs (kernels, cProfile top K).
+    second per back end (the fastest of three runs after a first one); --generate-profile K
+    profiles the compiled back ends' runs (kernels, cProfile top K).
 (d) With --train-lengths: a training step (forward, loss, backward) of each model but BERT at
     those lengths, dynamic=True: ms per step, and each back end's largest gradient difference
     from eager's.
@@ -112,24 +115,28 @@ def sequence_lengths(name, args):
     inputs = {n: tokens(model, args.batch, n, args.device) for n in args.lengths}
     inductor = torch.compile(model, backend=own_backend("inductor"), dynamic=True)
     tritonize_dynamic = torch.compile(model, backend=own_backend("tritonize"), dynamic=True)
-    columns = ("eager", "inductor dynamic", "tritonize static", "tritonize dynamic")
+    # plain torch.compile: static at the first length, then Dynamo's automatic dynamic, which
+    # keeps float attributes specialized (dynamic=True passes each as a float64 tensor input)
+    tritonize_auto = torch.compile(model, backend=own_backend("tritonize"))
+    columns = ("eager", "inductor dynamic", "tritonize static", "tritonize dynamic", "tritonize auto")
     times, found = {}, []
     start_graphs = dynamo_graph_count()
     with aten_warnings(found):
         for n, x in inputs.items():
             static = torch.compile(model, backend=own_backend("tritonize"), dynamic=False)  # this length alone
-            fns = dict(zip(columns, (model, inductor, static, tritonize_dynamic)))
+            fns = dict(zip(columns, (model, inductor, static, tritonize_dynamic, tritonize_auto)))
             times.update({(column, n): ms for column, ms in interleaved_ms(fns, x, args.device).items()})
     for reason in sorted(set(found)):
         print(f"{name}: {reason[:400]}")
     rows = []
     for n in args.lengths:
         static, dynamic = times[("tritonize static", n)], times[("tritonize dynamic", n)]
-        inductor = times[("inductor dynamic", n)]
+        inductor, auto = times[("inductor dynamic", n)], times[("tritonize auto", n)]
         rows.append([name, n] + [f"{times[(c, n)]:.3f}" for c in columns] +
-                    [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}"])
+                    [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}", f"{auto / static:.2f}"])
     notes = (f"{dynamo_graph_count() - start_graphs} graphs compiled in all "
-             f"({len(args.lengths)} static ones, one dynamic one per back end if none broke), "
+             f"({len(args.lengths)} static ones, one dynamic one per back end and two for "
+             f"tritonize auto if none broke), "
              f"{len(found)} through aten")
     return rows, notes
 
@@ -378,7 +385,7 @@ def main(argv=None):
     print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
     header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
-              "dyn/static", "dyn/inductor"]
+              "tritonize auto ms", "dyn/static", "dyn/inductor", "auto/static"]
     rows, notes, text = [], [], []
     for name in args.models if args.lengths else []:
         model_rows, note = sequence_lengths(name, args)
