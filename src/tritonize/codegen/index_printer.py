@@ -1,6 +1,8 @@
 """Print sympy index expressions as Triton (Python) source."""
 from __future__ import annotations
 
+import math
+
 import sympy
 
 from ..ir.symbols import FloorDiv, ModularIndexing
@@ -36,6 +38,13 @@ def print_index(expr: sympy.Expr) -> str:
         factors = [print_index(f) for f in expr.args]
         return " * ".join(factors)
     raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def print_number(value) -> str:
+    """A Python number as source; infinities and NaN as float("...")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
 
 
 RELATION_SYMBOLS = {sympy.Ge: ">=", sympy.Gt: ">", sympy.Le: "<=", sympy.Lt: "<", sympy.Eq: "==", sympy.Ne: "!="}

@@ -97,7 +97,7 @@ BINARY = {
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})", "pow_int": "helpers.pow_int({0}, {1})",
     "gcd": "helpers.gcd_int({0}, {1})", "zeta": "helpers.zeta({0}, {1})",
-    # torch's Chebyshev polynomials (lower/special.py CHEBYSHEV): kind, trigonometric form above
+    # torch's orthogonal polynomials (lower/special.py POLYNOMIALS): kind, trigonometric form above
     # this degree, shifted
     "chebyshev_t": "helpers.chebyshev({0}, {1}, 0, 6, False)",
     "chebyshev_u": "helpers.chebyshev({0}, {1}, 1, 8, False)",

@@ -12,7 +12,6 @@ the loader fills in.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import sympy
 import torch
@@ -21,7 +20,7 @@ from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuf
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
-from .index_printer import print_condition, print_index
+from .index_printer import print_condition, print_index, print_number
 from .kernel import host_scalar_argument
 from .user_kernel import user_kernel_lines
 
@@ -74,7 +73,7 @@ class WrapperWriter:
         if isinstance(value, (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanAtom)):
             return print_condition(value)  # a comparison of sizes (a SymBool the graph returns)
         if isinstance(value, float):
-            return repr(value) if math.isfinite(value) else f'float("{value}")'
+            return print_number(value)
         if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
             return str(value)
         if isinstance(value, torch.device):
@@ -227,8 +226,8 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
 def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, pool: dict) -> list[str]:
     lines = []
     for buffer in group.stored:
-        reusable = pool.get(_layout_key(buffer)) if buffer.storage_offset == 0 else None
-        if buffer.storage_offset != 0:
+        reusable = pool.get(_layout_key(buffer))
+        if buffer.storage_offset != 0:  # (never pooled: see _free_lines)
             lines.append(f"    {buffer.name} = {writer.allocation_at(buffer.layout, buffer.storage_offset)}")
         elif reusable:
             old = reusable.pop()

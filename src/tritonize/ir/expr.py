@@ -164,20 +164,35 @@ def substitute(expr: Expr, mapping: dict) -> Expr:
 
 def map_indices(expr: Expr, fn) -> Expr:
     """Apply fn to every sympy index in expr's loads and index_exprs."""
+    def rewrite(e: Expr):
+        if e.op not in ("load", "index_expr"):
+            return None
+        new_args = tuple(fn(a) if isinstance(a, sympy.Basic) else a for a in e.args)
+        return e if new_args == e.args else Expr(e.op, new_args, e.dtype)
+
+    return _transform(expr, rewrite)
+
+
+def replace(expr: Expr, replacements: dict) -> Expr:
+    """expr with each sub-expression found in `replacements` (Expr -> Expr) replaced."""
+    return _transform(expr, replacements.get)
+
+
+def _transform(expr: Expr, rewrite) -> Expr:
+    """expr rebuilt bottom-up, each distinct node once: rewrite(e) gives e's replacement, or None
+    to rebuild e from its transformed children (an indirect binding renames its symbol)."""
     cache: dict = {}
 
     def visit(e: Expr) -> Expr:
         if e in cache:
             return cache[e]
-        if e.op == "indirect":
-            result = _map_indirect(e, visit)
-            cache[e] = result
-            return result
-        if e.op in ("load", "index_expr"):
-            new_args = tuple(fn(a) if isinstance(a, sympy.Basic) else a for a in e.args)
-        else:
-            new_args = tuple(visit(a) if isinstance(a, Expr) else a for a in e.args)
-        result = e if new_args == e.args else Expr(e.op, new_args, e.dtype)
+        result = rewrite(e)
+        if result is None:
+            if e.op == "indirect":
+                result = _map_indirect(e, visit)
+            else:
+                args = tuple(visit(a) if isinstance(a, Expr) else a for a in e.args)
+                result = e if args == e.args else Expr(e.op, args, e.dtype)
         cache[e] = result
         return result
 

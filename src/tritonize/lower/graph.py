@@ -298,14 +298,13 @@ def _realize_shared_base(ctx, node, value, updated_input=None):
     meta = node.meta.get("val")
     if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor):
         return value
-    strides = _updated_input_strides(ctx, updated_input, meta) or symbolic_size(meta.stride())
+    input_strides = _updated_input_strides(ctx, updated_input, meta)
     view = strided_view_of(value)
     if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
-            and _same_strides(value.size, view[2], strides)):
-        if strides != symbolic_size(meta.stride()):
+            and _same_strides(value.size, view[2], input_strides or symbolic_size(meta.stride()))):
+        if input_strides:
             ctx.input_layout_buffers.add(view[0])
         return value
-    input_strides = _updated_input_strides(ctx, updated_input, meta)
     buffer = ctx.compute_buffer(value, input_strides or dense_strides(meta))
     if input_strides:  # at the input's storage offset too: AOTAutograd compares those
         buffer.storage_offset = ctx.storage_offsets[updated_input.name]

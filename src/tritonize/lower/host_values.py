@@ -20,7 +20,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..codegen.index_printer import print_index
+from ..codegen.index_printer import print_index, print_number
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, GraphIR, HostValueBuffer, Layout
 from ..ir.scatter import ScatterOp
@@ -63,7 +63,7 @@ def _rewrite(body: ex.Expr, bound: set, found: dict, graph: GraphIR) -> ex.Expr:
         used_outside = e is body or any(p not in movable for p in parents.get(e, []))
         if used_outside and _worth_moving(e):
             replacements[e] = ex.load(_host_buffer(e, found, graph).name, sympy.Integer(0), e.dtype)
-    return _replace(body, replacements) if replacements else body
+    return ex.replace(body, replacements) if replacements else body
 
 
 def _movable(body: ex.Expr, bound: set) -> set:
@@ -100,9 +100,7 @@ def _host_buffer(e: ex.Expr, found: dict, graph: GraphIR) -> HostValueBuffer:
 def python_source(e: ex.Expr) -> str:
     """Python that computes e in the wrapper, after its size symbols are bound."""
     if e.op == "constant":
-        value = e.args[0]
-        return repr(value) if not isinstance(value, float) or value == value and abs(value) != float("inf") \
-            else f'float("{value}")'
+        return print_number(e.args[0])
     if e.op == "index_expr":
         text = print_index(e.args[0])
         return _rounded(text, e.dtype) if e.dtype.is_floating_point else text
@@ -118,22 +116,3 @@ def _rounded(text: str, dtype: torch.dtype) -> str:
     if dtype == torch.float64:
         return f"float({text})"
     return f"int({text})"
-
-
-def _replace(body: ex.Expr, replacements: dict) -> ex.Expr:
-    cache: dict = {}
-
-    def visit(e: ex.Expr) -> ex.Expr:
-        if e in replacements:
-            return replacements[e]
-        if e in cache:
-            return cache[e]
-        if e.op == "indirect":
-            result = ex._map_indirect(e, visit)
-        else:
-            args = tuple(visit(a) if isinstance(a, ex.Expr) else a for a in e.args)
-            result = e if args == e.args else ex.Expr(e.op, args, e.dtype)
-        cache[e] = result
-        return result
-
-    return visit(body)

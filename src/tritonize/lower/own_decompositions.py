@@ -386,24 +386,18 @@ def nanmedian(x):
     """The lower median of the non-NaN elements (NaN when there are none)."""
     if not x.is_floating_point():
         return median(x)
-    values, indices = nanmedian_dim(x.reshape(-1), 0)
-    return values
-
-
-def nanmedian_dim(x, dim=0, keepdim=False):
-    """Per row along dim: the lower median of its non-NaN elements and its index; a row of NaNs
-    gives NaN. (Not registered for aten.nanmedian.dim: for a row of NaNs eager's index comes
-    from its selection algorithm's internals, 5 for 7 elements; nanmedian() takes the value.)"""
-    if x.dim() == 0 or x.shape[dim] == 0:
+    if x.numel() == 0:
         return NotImplemented
-    values, indices = torch.sort(x, dim=dim, stable=True)
-    counted = (~x.isnan()).sum(dim, keepdim=True) if x.is_floating_point() else \
-        torch.full_like(values.narrow(dim, 0, 1), x.shape[dim], dtype=torch.int64)
-    position = ((counted - 1) // 2).clamp(min=0)
-    value, index = values.gather(dim, position), indices.gather(dim, position)
-    if not keepdim:
-        value, index = value.squeeze(dim), index.squeeze(dim)
-    return value, index
+    return _nanmedian_along(x.reshape(-1), 0)
+
+
+def _nanmedian_along(x, dim):
+    """Per row along dim of a float x: the lower median of its non-NaN elements (NaN for a row
+    of NaNs). (aten.nanmedian.dim stays an aten call: for a row of NaNs eager's index comes from
+    its selection algorithm's internals, 5 for 7 elements.)"""
+    values = torch.sort(x, dim=dim).values
+    position = (((~x.isnan()).sum(dim, keepdim=True) - 1) // 2).clamp(min=0)
+    return values.gather(dim, position).squeeze(dim)
 
 
 def kthvalue(x, k, dim=-1, keepdim=False):

@@ -152,9 +152,16 @@ def _scatter(ctx, node, x, dim, index, src, mode):
 
     if _one_per_row(x, index, dim):
         return _scatter_one_per_row(x, index, dim, src_at, mode, check)
-    bindings = [binding(index.at(out), x.size[dim], False, check)]
-    return scatter_into_copy(ctx, node, x, index.size, bindings,
-                             lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:], src_at(out), mode)
+    bindings, position_fn = along_dim(node, x, dim, index.at(out), out)
+    return scatter_into_copy(ctx, node, x, index.size, bindings, position_fn, src_at(out), mode)
+
+
+def along_dim(node, x, dim: int, index: ex.Expr, out: list) -> tuple:
+    """(bindings, position_fn) of a write along dim: the element at `out` goes to x's position
+    `out` with `index` (an integer Expr over `out`, not wrapped: a negative one is out of
+    bounds, as in eager) in place of out[dim]."""
+    bindings = [binding(index, x.size[dim], False, check_text(node))]
+    return bindings, lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:]
 
 
 def _one_per_row(x, index, dim) -> bool:
@@ -244,13 +251,12 @@ def _index_along(ctx, node, x, dim, index, source, mode, alpha=1):
     if any(s != n for k, (s, n) in enumerate(zip(source.size, x.size)) if k != dim):
         raise Unsupported(f"{node.target} with a source of shape {list(source.size)}")
     out = dim_vars(source.rank)
-    bindings = [binding(index.at(out[dim:dim + index.rank]), x.size[dim], False, check_text(node))]
+    bindings, position_fn = along_dim(node, x, dim, index.at(out[dim:dim + index.rank]), out)
     value = source.at(out)
     if alpha != 1:
         if x.dtype == torch.bool:
             raise Unsupported("index_add of bools with alpha")
         compute = upcast(x.dtype)
         value = ex.op("mul", ex.to_dtype(value, compute), ex.constant(alpha, compute), dtype=compute)
-    return scatter_into_copy(ctx, node, x, source.size, bindings,
-                             lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:],
+    return scatter_into_copy(ctx, node, x, source.size, bindings, position_fn,
                              ex.to_dtype(value, x.dtype) if alpha == 1 else value, mode)

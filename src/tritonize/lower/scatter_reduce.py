@@ -19,11 +19,10 @@ import torch
 from ..errors import Unsupported
 from ..ir import expr as ex
 from ..ir.nodes import TensorValue
-from ..ir.scatter import binding
 from ..ir.symbols import dim_vars
-from .indexing import check_text, normalize_dim, require_index_dtype
+from .indexing import normalize_dim, require_index_dtype
 from .registry import lowering
-from .scatter import ACCUMULATE_IN, scatter_into_copy, sum_scatter_reduce
+from .scatter import ACCUMULATE_IN, along_dim, scatter_into_copy, sum_scatter_reduce
 
 aten = torch.ops.aten
 
@@ -39,8 +38,7 @@ def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, *, include_self=
         raise Unsupported("scatter_reduce of 0-d tensors")
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(index.rank)
-    updates = _Updates(index.size, [binding(index.at(out), x.size[dim], False, check_text(node))],
-                       lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:], ex.to_dtype(src.at(out), x.dtype))
+    updates = _Updates(index.size, *along_dim(node, x, dim, index.at(out), out), ex.to_dtype(src.at(out), x.dtype))
     return _reduce(ctx, node, x, updates, reduce, include_self)
 
 
@@ -51,8 +49,8 @@ def lower_index_reduce(ctx, node, x, dim, index, source, reduce, *, include_self
         raise Unsupported("index_reduce of a 0-d tensor or with a multi-dimensional index")
     dim = normalize_dim(dim, x.rank)
     out = dim_vars(source.rank)
-    updates = _Updates(source.size, [binding(index.at(out[dim:dim + index.rank]), x.size[dim], False, check_text(node))],
-                       lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:], ex.to_dtype(source.at(out), x.dtype))
+    updates = _Updates(source.size, *along_dim(node, x, dim, index.at(out[dim:dim + index.rank]), out),
+                       ex.to_dtype(source.at(out), x.dtype))
     return _reduce(ctx, node, x, updates, reduce, include_self)
 
 

@@ -154,7 +154,7 @@ def lower_zeta(ctx, node, x, q):
     return pointwise(node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
 
 
-CHEBYSHEV = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebyshev, orthogonal_polynomial)
+POLYNOMIALS = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebyshev, orthogonal_polynomial)
     aten.special_chebyshev_polynomial_t: "chebyshev_t", aten.special_chebyshev_polynomial_u: "chebyshev_u",
     aten.special_chebyshev_polynomial_v: "chebyshev_v", aten.special_chebyshev_polynomial_w: "chebyshev_w",
     aten.special_shifted_chebyshev_polynomial_t: "shifted_chebyshev_t",
@@ -167,15 +167,15 @@ CHEBYSHEV = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebys
 }
 
 
-def _chebyshev_lowering(name: str):
+def _polynomial_lowering(name: str):
     def lower(ctx, node, x, n):
         """torch's polynomial of x of degree n (the helpers follow its cases)."""
         return pointwise(node, [x, n], lambda a, b: ex.op(name, a, b, dtype=a.dtype))
     return lower
 
 
-for _packet, _name in CHEBYSHEV.items():
-    lowering(_packet.default, _packet.x_scalar, _packet.n_scalar)(_chebyshev_lowering(_name))
+for _packet, _name in POLYNOMIALS.items():
+    lowering(_packet.default, _packet.x_scalar, _packet.n_scalar)(_polynomial_lowering(_name))
 
 
 SCALED_BESSEL_LIMIT = 700.0  # below it, exp(-x) and i0(x), i1(x) are finite in fp64

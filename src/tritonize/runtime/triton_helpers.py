@@ -520,6 +520,13 @@ def zeta(x, q):
 
 
 @triton.jit
+def _largest(values):
+    # the largest integer of a tile of any rank (a scalar: the bound of a loop over the tile)
+    lanes = values + tl.full([1], 0, values.dtype)  # a scalar becomes one lane
+    return reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, maximum)
+
+
+@triton.jit
 def chebyshev(x, n, KIND: tl.constexpr, TRIG_ABOVE: tl.constexpr, SHIFTED: tl.constexpr):
     # torch's Chebyshev polynomials T (KIND 0), U (1), V (2), W (3) of degree n (truncated to an
     # integer), in torch's order of cases: 0 below degree 0; fixed values at |x| = 1; the
@@ -544,8 +551,7 @@ def chebyshev(x, n, KIND: tl.constexpr, TRIG_ABOVE: tl.constexpr, SHIFTED: tl.co
         first = two_x + 1.0
     p = x * 0.0 + 1.0
     q = first
-    lanes = degree + tl.full([1], 0, tl.int64)  # a scalar becomes one lane
-    top = reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, maximum)
+    top = _largest(degree)
     for k in range(2, top + 1):
         active = k <= degree
         r = two_x * q - p
@@ -599,8 +605,7 @@ def orthogonal_polynomial(x, n, KIND: tl.constexpr):
         limit = 128
     p = x * 0.0 + 1.0
     q = first
-    lanes = degree + tl.full([1], 0, tl.int64)  # a scalar becomes one lane
-    top = reduce_along(tl.reshape(lanes, (lanes.numel,)), 0, maximum)
+    top = _largest(degree)
     if KIND <= 1:
         top = tl.minimum(top, limit)
     for m in range(1, top):
