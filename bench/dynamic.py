@@ -254,22 +254,55 @@ def training_lengths(name, args):
 
 def kernel_times(fn, x, device, steps=5):
     """{kernel name: microseconds per step} over `steps` calls, through torch.profiler."""
+    with torch.no_grad():
+        return step_kernel_times(lambda: fn(x), device, steps)
+
+
+def step_kernel_times(step, device, steps=5) -> dict:
+    """{kernel name: (microseconds, launches) per step} of `step()` (profiled after one call)."""
     from torch.profiler import ProfilerActivity, profile
 
     if device != "cuda":
         return {}
-    with torch.no_grad():
-        fn(x)
+    step()
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
         synchronize(device)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                fn(x)
-            synchronize(device)
     totals: dict = {}
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name] = totals.get(event.name, 0.0) + event.device_time / steps
+            us, launches = totals.get(event.name, (0.0, 0))
+            totals[event.name] = (us + event.device_time / steps, launches + 1 / steps)
     return totals
+
+
+def training_profile(name, args) -> list:
+    """--train-profile N: Inductor's and tritonize's dynamic training step at length N (compiled
+    at the first of --train-lengths, as (d) runs them): wall against kernel time, launches,
+    and the kernels that take longest."""
+    model = build_model(name, args).train()
+    n, first = args.train_profile, (args.train_lengths or [args.train_profile])[0]
+    lines = []
+    for backend in ("inductor", "tritonize"):
+        fn = compiled(model, backend, True)
+
+        def step(x):
+            model.zero_grad(set_to_none=True)
+            fn(x, labels=x).loss.backward()
+        step(tokens(model, args.batch, first, args.device))
+        x = tokens(model, args.batch, n, args.device)
+        wall = time_iterations(lambda: step(x), args.device, warmup=2, iters=5, rounds=3, pause_s=0.1) * 1e3
+        kernels = step_kernel_times(lambda: step(x), args.device)
+        gpu = sum(us for us, _ in kernels.values()) / 1e3
+        launches = sum(count for _, count in kernels.values())
+        lines.append(f"{name} training seq {n} {backend}: wall {wall:.3f} ms, kernels {gpu:.3f} ms, "
+                     f"{launches:.0f} launches, {len(kernels)} distinct kernels")
+        for kernel, (us, count) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:args.profile_top]:
+            lines.append(f"    {us:9.1f} us  x{count:4.1f}  {kernel[:100]}")
+    model.zero_grad(set_to_none=True)
+    return lines
 
 
 def profile_length(name, args):
@@ -285,10 +318,10 @@ def profile_length(name, args):
                 fn(tokens(model, args.batch, args.lengths[0], args.device))  # configs chosen there, as in (a)
         wall = time_step(fn, x, args.device) * 1e3
         kernels = kernel_times(fn, x, args.device)
-        gpu = sum(kernels.values()) / 1e3
+        gpu = sum(us for us, _ in kernels.values()) / 1e3
         lines.append(f"{name} seq {n} {column}: wall {wall:.3f} ms, kernels {gpu:.3f} ms, "
                      f"{len(kernels)} distinct kernels")
-        for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:args.profile_top]:
+        for kernel, (us, _) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:args.profile_top]:
             lines.append(f"    {us:9.1f} us  {kernel[:110]}")
         if args.host_profile:
             lines += host_profile(fn, x, args)
@@ -360,6 +393,9 @@ def parse_args(argv=None):
     parser.add_argument("--generate-profile", type=int, default=0,
                         help="(c): profile the compiled back ends' generate(), cProfile's top N")
     parser.add_argument("--train-lengths", default="", help="(d): training step lengths; empty skips it")
+    parser.add_argument("--train-profile", type=int, default=0,
+                        help="(d): profile the training step at this length; 0 skips it")
+    parser.add_argument("--recompiles", action="store_true", help="log Dynamo's recompilations and why")
     parser.add_argument("--profile", type=int, default=0, help="length to profile; 0 skips it")
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--host-profile", type=int, default=0, help="with --profile: cProfile's top N")
@@ -382,6 +418,8 @@ def main(argv=None):
     args = parse_args(argv)
     import_tritonize()
     torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    if args.recompiles:
+        torch._logging.set_logs(recompiles=True)
     print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
     header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
@@ -402,6 +440,9 @@ def main(argv=None):
                         "tritonize dyn ms", "tritonize grad err"]
         text += _shown(["", format_markdown(train_header, [row for name in args.models if name != "bert"
                                                            for row in training_lengths(name, args)])])
+    if args.train_profile:
+        for name in args.models:
+            text += _shown(["", *training_profile(name, args)])
     if args.profile:
         for name in args.models:
             text += _shown(["", *profile_length(name, args)])

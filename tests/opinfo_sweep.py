@@ -97,6 +97,7 @@ NONDETERMINISTIC = frozenset({
     # uninitialized memory (has_nondeterministic_output is not set on every torch version)
     "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
     "torch.ops.aten._efficient_attention_forward",  # returns the RNG seed and offset it drew
+    "torch.ops.aten._flash_attention_forward",  # the same (CUDA only)
 })
 
 # Why an entry cannot pass, where the one-line error does not say it (entry id -> reason);

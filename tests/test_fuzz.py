@@ -88,6 +88,25 @@ def test_checker_lets_a_wider_type_stay_finite_where_eager_alone_overflowed():
     assert fuzz_check.close_enough(lost_infinity, eager, ref_inf) == "NaN/inf positions differ from eager's"
 
 
+def test_a_square_normalized_over_one_element_cancels_exactly(device):
+    """fuzz seed 20627 (GPU): v6 = v4 * v4 is an output and layer_norm(v6, (1,)) recomputes it in
+    the same kernel; contracted into an fma, v4 * v4 - mean lost its rounding and, divided by
+    sqrt(eps), gave 2.6e-5 where eager gives exactly 0. Eager's rounding of every op is kept."""
+    import tritonize
+    from helpers import assert_same
+
+    def program(x):
+        v4 = torch.where(x > -1, x, 0.0).amax(1, keepdim=True)
+        v6 = v4 * v4
+        return v6, torch.nn.functional.layer_norm(v6, (1,))
+
+    g = torch.Generator().manual_seed(20627)
+    x = (torch.randn((7, 3), generator=g) * 3).to(device).t()
+    actual, report = tritonize.run_and_explain(program, x)
+    assert not report.fallbacks
+    assert_same(actual, program(x), atol=0, rtol=0)
+
+
 def test_long_run_script_runs(tmp_path):
     """bench/fuzz.py runs a few programs on the CPU and exits 0 when all match."""
     import os

@@ -277,6 +277,20 @@ def _write_through_as_strided_channels_last(x):
     return y
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed", "step", "step_offset"])
+def test_as_strided_scatter_of_a_graph_input_writes_its_layout(device, layout):
+    """Eager's copy keeps the input's strides, gaps of a step slice included, and the storage
+    offset counts from the input's own: all generated, the caller's tensor left alone."""
+    base = torch.arange(30.0, device=device)
+    x = {"contiguous": base, "offset": base[5:25], "transposed": base.view(5, 6).t(),
+         "step": base[::2], "step_offset": base[5::2]}[layout]
+    offset = 6 if layout.endswith("offset") else 1
+    report = check(lambda t, s: torch.as_strided_scatter(t, s, (2, 2), (3, 1), offset), x,
+                   -torch.ones(2, 2, device=device))
+    assert not report.fallbacks
+    assert torch.equal(base, torch.arange(30.0, device=device))
+
+
 def test_as_strided_scatter_writes_eager_storage(device):
     """Functionalization turns a write through as_strided into as_strided_scatter, which writes
     storage positions of its input as eager lays it out."""
@@ -284,7 +298,7 @@ def test_as_strided_scatter_writes_eager_storage(device):
 
     def explicit(x, src):
         return (aten.as_strided_scatter(x.t() * 1, src, (2, 2), (1, 3), 1),
-                aten.as_strided_scatter(x, src, (2, 2), (2, 1), 3))  # a graph input: aten on x itself
+                aten.as_strided_scatter(x, src, (2, 2), (2, 1), 3))  # a graph input
 
     check(_write_through_as_strided, _x(device, 3, 4))
     check(_write_through_as_strided_channels_last, _channels_last(device, 2, 3, 2, 2))

@@ -23,7 +23,7 @@ from . import views
 from .dtypes import symbolic_size
 from .pointwise import output_of
 from .registry import lowering
-from .storage import overlaps, storage_owner
+from .storage import overlaps
 
 aten = torch.ops.aten
 
@@ -213,11 +213,10 @@ def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=Non
     """x with src written at storage positions offset + sum(stride * index) of x's eager layout.
 
     Eager clones x keeping its strides and storage offset, then writes through as_strided: so
-    the copy is laid out like eager's x (meta["val"]) and the writes address that copy. A graph
-    input is left to aten, which is given the caller's tensor itself (exactly eager's storage)."""
+    the copy is laid out like eager's x (meta["val"]: a graph input's own layout, gaps of a
+    step slice included, as eager's clone keeps them) and the writes address that copy from x's
+    storage offset."""
     source = node.args[0]
-    if storage_owner(source).op in ("placeholder", "get_attr"):
-        raise Unsupported("as_strided_scatter of a graph input (aten gets the tensor itself)")
     meta = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
     if not isinstance(meta, torch.Tensor):
         raise CompileError("lowering", f"as_strided_scatter over {source}, which has no meta['val']: "

@@ -352,9 +352,10 @@ def masked_scatter(x, mask, source):
 def nonzero_static(x, *, size, fill_value=-1):
     """The coordinates of the first `size` nonzero elements in row-major order, rows past the
     count filled with fill_value: a running count of the nonzeros places each one's coordinates;
-    the others (and those past `size`) go to a spare row that is cut off."""
+    the others (and those past `size`) go to a spare row that is cut off. Laid out as eager's:
+    row-major on the CPU, dimension-major (the transpose of a contiguous (dims, size)) on CUDA."""
     if x.dim() == 0:  # no coordinates to give
-        return torch.full((size, 0), fill_value, dtype=torch.int64, device=x.device)
+        return _nonzero_layout(torch.full((size, 0), fill_value, dtype=torch.int64, device=x.device))
     if _static(x.shape) is None:
         return NotImplemented
     nonzero = x.reshape(-1) != 0
@@ -366,7 +367,13 @@ def nonzero_static(x, *, size, fill_value=-1):
         stride //= extent
         coordinates.append((flat // stride) % extent)
     table = torch.full((size + 1, x.dim()), fill_value, dtype=torch.int64, device=x.device)
-    return table.index_put((target,), torch.stack(coordinates, 1))[:size].clone()
+    return _nonzero_layout(table.index_put((target,), torch.stack(coordinates, 1))[:size])
+
+
+def _nonzero_layout(coordinates):
+    if coordinates.device.type == "cuda":
+        return coordinates.t().contiguous().t()
+    return coordinates.clone()
 
 
 # --- order statistics through a sort (an extern) -------------------------------------------------

@@ -30,7 +30,10 @@ READY = "READY"
 
 
 def compile_options(num_warps: int, num_stages: int, debug: bool, blocks: dict) -> dict:
-    options = {"num_warps": num_warps, "num_stages": num_stages}
+    """Triton's options for a generated kernel. No contraction of a multiply and an add into
+    one fma: eager rounds each op's result, and a value stored by one op and recomputed by the
+    next (x*x - mean(x*x) over a single element) must cancel exactly, as it does in eager."""
+    options = {"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": False}
     if debug:
         options.update(debug=True, sanitize_overflow=False)
     if blocks.get("PDL"):  # the kernel waits for the previous grid: launch it early

@@ -79,3 +79,14 @@ copysign = _elementwise(torch.copysign)
 nextafter = _elementwise(torch.nextafter)
 pow = _elementwise(torch.pow)
 fmod = _elementwise(torch.fmod)
+
+
+def _to_int64_as_the_cpu_does(x):
+    """float2ll_rz and double2ll_rz: truncation to int64 as torch's CPU kernels cast (NaN and
+    values out of range give INT64_MIN on x86), where CUDA's conversion saturates."""
+    data, _ = _as_array(x)
+    result = torch.from_numpy(np.ascontiguousarray(data)).to(torch.int64).numpy()
+    return _wrap(result, tl.int64, isinstance(x, tl.core.tensor) and x.type.is_block())
+
+
+float2ll_rz = double2ll_rz = _to_int64_as_the_cpu_does

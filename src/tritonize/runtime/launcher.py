@@ -421,6 +421,7 @@ class GpuKernel(GeneratedKernel):
             bucket = self.bucket(args)
             config = self._bucket_choices.get(bucket) or self._shape_and_configs(bucket)[1][0]
         extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
+        extra["enable_fp_fusion"] = False  # as compile_options (runtime/compile_worker.py)
         extra.update(self._constants(self.env.device_index()))
         if extra.get("PDL"):
             extra["launch_pdl"] = True

@@ -527,6 +527,16 @@ def _largest(values):
 
 
 @triton.jit
+def truncate_like_eager(n):
+    # torch's kernels cast a float degree to int64 as their device does: CUDA's conversion (the
+    # one these libdevice calls make) saturates infinities and gives INT64_MIN for NaN, the CPU's
+    # gives INT64_MIN for both; the interpreter's twin (runtime/interpreter_libdevice.py) does that.
+    if n.dtype == tl.float64:
+        return libdevice.double2ll_rz(n)
+    return libdevice.float2ll_rz(n.to(tl.float32))
+
+
+@triton.jit
 def chebyshev(x, n, KIND: tl.constexpr, TRIG_ABOVE: tl.constexpr, SHIFTED: tl.constexpr):
     # torch's Chebyshev polynomials T (KIND 0), U (1), V (2), W (3) of degree n (truncated to an
     # integer), in torch's order of cases: 0 below degree 0; fixed values at |x| = 1; the
@@ -591,7 +601,7 @@ def orthogonal_polynomial(x, n, KIND: tl.constexpr):
     # m = 1 .. n - 1 per element. Hermite: NaN above degree 128 (512 in float64), as torch.
     x = tl.where(n == n, x, x)  # both in the shape of the tile
     n = tl.where(x == x, n, n)
-    degree = tl.where((n == n) & (tl.abs(n) != float("inf")), n, -1.0).to(tl.int64)
+    degree = truncate_like_eager(n)
     even = (degree % 2) == 0
     if KIND == 0:
         first = x + x
