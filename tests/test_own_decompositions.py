@@ -222,6 +222,21 @@ def test_frexp_of_special_and_boundary_values(dtype):
     _check(torch.frexp, x)
 
 
+@pytest.mark.parametrize("size", [0, 3])
+def test_nonzero_static_dimension_major_layout(monkeypatch, cache, size):
+    """CUDA's layout, whatever the device: strides (1, size), (1, 1) when empty, and for a 0-d
+    input (size, 0) with strides (1, size). (Its own cache: the compile differs from the CPU's.)"""
+    from tritonize.lower import own_decompositions
+
+    monkeypatch.setattr(own_decompositions, "dimension_major_nonzero", lambda device: True)
+    x = torch.tensor([[0, 2, 0, 1], [3, 0, 0, 0], [0, 0, 5, 6]], device=DEVICE)
+    for t, dims in ((x, 2), (torch.tensor(2.0, device=DEVICE), 0)):
+        actual, report = tritonize.run_and_explain(lambda t: torch.nonzero_static(t, size=size, fill_value=-7), t)
+        assert not report.fallbacks
+        assert torch.equal(actual, torch.nonzero_static(t, size=size, fill_value=-7))
+        assert actual.shape == (size, dims) and actual.stride() == (1, max(size, 1))
+
+
 @pytest.mark.parametrize("size", [0, 3, 9, 40])
 def test_nonzero_static_pads_and_cuts(size):
     x = torch.tensor([[0, 2, 0, 1], [3, 0, 0, 0], [0, 0, 5, 6]], device=DEVICE)

@@ -399,7 +399,7 @@ def dense_strides(meta: torch.Tensor):
     for k in order:
         if sympy.expand(stride[k] - expected) != 0:
             return contiguous_strides(size)
-        expected = expected * size[k]
+        expected = expected * (max(size[k], 1) if isinstance(size[k], int) else size[k])  # as torch's
     return stride
 
 

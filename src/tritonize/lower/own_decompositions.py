@@ -371,9 +371,15 @@ def nonzero_static(x, *, size, fill_value=-1):
 
 
 def _nonzero_layout(coordinates):
-    if coordinates.device.type == "cuda":
-        return coordinates.t().contiguous().t()
-    return coordinates.clone()
+    if not dimension_major_nonzero(coordinates.device):
+        return coordinates.clone()
+    count, dims = coordinates.shape  # strides (1, count), or (1, 1) when empty, as CUDA's kernel
+    return coordinates.t().contiguous().as_strided((count, dims), (1, max(count, 1)))
+
+
+def dimension_major_nonzero(device) -> bool:
+    """Whether eager's nonzero on this device lays coordinates out dimension-major (CUDA's)."""
+    return device.type == "cuda"
 
 
 # --- order statistics through a sort (an extern) -------------------------------------------------
