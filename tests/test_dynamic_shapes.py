@@ -352,6 +352,33 @@ def test_slice_scatter_with_symbolic_bounds():
     assert not artifacts[0].fallbacks
 
 
+@pytest.mark.parametrize("name", ["slice", "narrow", "select", "select_scatter", "slice_scatter"])
+def test_positions_from_the_end_given_as_symbolic_ints(name):
+    """`x[:, -n:]` with n an int argument, which dynamic=True makes a symbol: the start -n counts
+    from the end (it was read as an offset before the tensor, returning garbage). Where the
+    graph's guards fix n's sign the op is generated, else it runs through aten."""
+    programs = {
+        "slice": lambda x, w, n: (x[:, -n:].reshape(-1, x.shape[-1]) @ w).view(x.shape[0], n, -1),
+        "narrow": lambda x, w, n: x.narrow(1, -n, n - 1) * 2,
+        "select": lambda x, w, n: x.select(1, -n) + 1,
+        "select_scatter": lambda x, w, n: torch.select_scatter(x, x[:, 0] * 0, 1, -n) * 2,
+        "slice_scatter": lambda x, w, n: torch.slice_scatter(x, x[:, :n] * 0, 1, -n) * 2,
+    }
+    fn = programs[name]
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    x, w = randn(2, 16, 8), randn(8, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (5, 7, 3):
+            expected = fn(x, w, n)
+            assert_same(compiled(x, w, n), expected)
+    fallbacks = [str(w.message) for w in caught if "through aten" in str(w.message)]
+    if name.endswith("scatter"):  # Dynamo guards nothing on n's sign there: aten, and said so
+        assert fallbacks and all("not known to be negative or not" in m for m in fallbacks)
+    else:
+        assert not fallbacks
+
+
 def test_an_input_view_with_a_symbolic_storage_offset():
     base = randn(64)
     compiled = torch.compile(lambda x: x * 2 + 1, dynamic=True, backend="tritonize")

@@ -181,7 +181,15 @@ class SizeOracle:
             return True
         if condition == sympy.false or self.shape_env is None:
             return False
-        return self.shape_env._maybe_evaluate_static(_to_shape_env(condition)) == sympy.true
+        condition = _to_shape_env(condition)
+        if self.shape_env._maybe_evaluate_static(condition) == sympy.true:  # the symbols' ranges
+            return True
+        # the guards between symbols too (s1 <= s0 for x[:, -s1:] of a dim of size s0)
+        axioms = getattr(self.shape_env, "get_axioms", None)
+        if axioms is None:
+            return False
+        each = tuple(part for axiom in axioms() for part in sympy.And.make_args(axiom))  # (a & b): a, b
+        return self.shape_env._maybe_evaluate_static(condition, axioms=each) == sympy.true
 
     def known_equal(self, a: Size, b: Size) -> bool:
         if not (is_symbolic(a) or is_symbolic(b)):

@@ -53,6 +53,7 @@ class LoweringContext:
         self.unbacked: dict = {}  # data-dependent size -> the ExternCall after which it is bound
         # new values of mutated inputs laid out as the inputs (lower/graph.py, _updated_input_strides)
         self.input_layout_buffers: set = set()
+        self._read_only_copies: dict = {}  # see realize_read_only
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------
@@ -110,6 +111,16 @@ class LoweringContext:
             return self._tensor_arg(name, size, vstride, offset)
         buffer = self.compute_buffer(value, stride)
         return self._tensor_arg(buffer.name, buffer.layout.size, buffer.layout.stride, 0)
+
+    def realize_read_only(self, value: TensorValue, stride=None) -> TensorArg:
+        """realize for an op that only reads the tensor: a value stored once is handed to every
+        such op (each layer's slice of one attention mask, given to each layer's attention)."""
+        if strided_view_of(value, self.sizes) is not None:
+            return self.realize(value, stride)
+        key = (value.size, value.dtype, value.device, value.body, None if stride is None else tuple(stride))
+        if key not in self._read_only_copies:
+            self._read_only_copies[key] = self.realize(value, stride)
+        return self._read_only_copies[key]
 
     def realize_value(self, value: TensorValue) -> TensorValue:
         """Like realize, but hands back a TensorValue that loads from the buffer."""

@@ -166,8 +166,7 @@ def _symbolic_slice_bounds(ctx, start, end, length, step):
     end = length if end is None or (isinstance(end, int) and end >= length_limit()) else end
     bounds = []
     for value in (0 if start is None else start, end):
-        if isinstance(value, int) and value < 0:
-            value = value + length
+        value = views.from_the_end(ctx, value, length, "slice_scatter bound")
         if not (ctx.sizes.known_le(0, value) and ctx.sizes.known_le(value, length)):
             raise Unsupported(f"slice_scatter bound {value} not known to lie in [0, {length}]")
         bounds.append(value)
@@ -193,7 +192,7 @@ def _int_value(value) -> ex.Expr:
 @lowering(aten.select_scatter.default)
 def lower_select_scatter(ctx, node, x, src, dim, position):
     dim = _dim(dim, x.rank)
-    position = position + x.size[dim] if position < 0 else position
+    position = views.from_the_end(ctx, position, x.size[dim], "select_scatter position")
     out = dim_vars(x.rank)
     return _replace_where(node, x, _index_eq(out[dim], position), src.at(out[:dim] + out[dim + 1:]))
 

@@ -112,27 +112,34 @@ def _slice_start(ctx, start, length):
     from the trace, already assumed it); otherwise the op falls back."""
     if isinstance(start, int) and isinstance(length, int):
         return max(0, min(length, start + length if start < 0 else start))
-    if isinstance(start, int) and start < 0:
-        start = start + length
-        if ctx.sizes.known_le(0, start):
-            return start
-    elif ctx.sizes.known_le(start, length):
+    start = from_the_end(ctx, start, length, "slice start")
+    if ctx.sizes.known_le(0, start) and ctx.sizes.known_le(start, length):
         return start
     raise Unsupported(f"slice start {start} of a dim of symbolic size {length}")
+
+
+def from_the_end(ctx, position, length, what: str):
+    """A position that counts from the end when negative (`x[:, -n:]`, `x.select(0, -k)`), as
+    a nonnegative one. A symbolic position must be known to be one or the other."""
+    if isinstance(position, int) or ctx.sizes.known_le(0, position):
+        return position + length if isinstance(position, int) and position < 0 else position
+    if ctx.sizes.known_le(position, -1):
+        return position + length
+    raise Unsupported(f"{what} {position}: not known to be negative or not")
 
 
 @lowering(aten.select.int)
 def lower_select(ctx, node, x, dim, position):
     dim = _normalize_dim(dim, x.rank)
-    if isinstance(position, int) and position < 0:
-        position = position + x.size[dim]
+    position = from_the_end(ctx, position, x.size[dim], "select position")
     out = dim_vars(x.rank - 1)
     return view_of(node, x, out[:dim] + [sympy.sympify(position)] + out[dim:])
 
 
 @lowering(aten.narrow.default)
 def lower_narrow(ctx, node, x, dim, start, length):
-    return lower_slice(ctx, node, x, dim, start, start + length if start >= 0 else start + x.size[dim] + length)
+    start = from_the_end(ctx, start, x.size[_normalize_dim(dim, x.rank)], "narrow start")
+    return lower_slice(ctx, node, x, dim, start, start + length)
 
 
 @lowering(aten.diagonal.default)
