@@ -1,25 +1,26 @@
-"""Big matmuls whose output rows are not 16-byte multiples run into padded rows on CUDA
-(codegen/wrapper.pads_matmul_columns, runtime matmul_padded_columns)."""
+"""Big matmuls with a leading dimension that is not a 16-byte multiple (output rows, depth, an
+operand's row stride) run on aligned copies on CUDA (codegen/wrapper.aligns_matmul, runtime
+matmul_aligned)."""
 import pytest
 import torch
 
 from helpers import check
-from tritonize.runtime.wrapper_support import matmul_padded_columns
+from tritonize.runtime.wrapper_support import matmul_aligned
 
 aten = torch.ops.aten
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_matmul_padded_columns_values_and_layout(device, dtype):
+def test_matmul_aligned_values_and_layout(device, dtype):
     a = torch.randn(33, 20, device=device, dtype=dtype)
     b = torch.randn(20, 51, device=device, dtype=dtype)
     bias = torch.randn(51, device=device, dtype=dtype)
-    product = matmul_padded_columns(aten.mm.out, a, b)
+    product = matmul_aligned(aten.mm.out, a, b)
     assert product.is_contiguous() and product.shape == (33, 51)
     torch.testing.assert_close(product, a @ b)
-    torch.testing.assert_close(matmul_padded_columns(aten.addmm.out, bias, a, b, beta=0.5, alpha=2.0),
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a, b, beta=0.5, alpha=2.0),
                                torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
-    torch.testing.assert_close(matmul_padded_columns(aten.mm.out, a, b.t().contiguous().t()), a @ b)
+    torch.testing.assert_close(matmul_aligned(aten.mm.out, a, b.t().contiguous().t()), a @ b)
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])
@@ -31,19 +32,19 @@ def test_lm_head_with_an_odd_vocabulary(device, vocab):
     full_bias = torch.randn(1024, vocab, device=device, dtype=torch.bfloat16)
     for fn in (lambda h, w: h @ w.t(), lambda h, w: torch.nn.functional.linear(h, w, bias)):
         report = check(fn, hidden, weight, atol=2e-2, rtol=2e-2)
-        padded = "matmul_padded_columns(aten." in report.wrapper
+        padded = "matmul_aligned(aten." in report.wrapper
         assert padded == (hidden.is_cuda and vocab % 8 != 0), report.wrapper
     report = check(lambda h, w: torch.addmm(full_bias, h, w.t()), hidden, weight, atol=2e-2, rtol=2e-2)
-    assert "matmul_padded_columns(aten." not in report.wrapper  # a 2-D bias is not padded
+    assert "matmul_aligned(aten." not in report.wrapper  # a 2-D bias is not padded
 
 
 def test_small_products_under_min_macs_are_computed_as_they_are(device):
     a = torch.randn(9, 20, device=device)
     b = torch.randn(51, 20, device=device).t()  # a transposed weight, as x @ w.t() reads it
-    product = matmul_padded_columns(aten.mm.out, a, b, min_macs=1 << 28)
+    product = matmul_aligned(aten.mm.out, a, b, min_macs=1 << 28)
     assert product.is_contiguous() and product.shape == (9, 51)
     torch.testing.assert_close(product, a @ b)
-    torch.testing.assert_close(matmul_padded_columns(aten.mm.out, a, b), a @ b)  # padded, b transposed
+    torch.testing.assert_close(matmul_aligned(aten.mm.out, a, b), a @ b)  # padded, b transposed
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])
@@ -62,3 +63,40 @@ def test_lm_head_with_symbolic_rows(device, vocab):
     wrappers = [r.wrapper for r in recorder if r != "graph"]
     padded = any("min_macs=" in w for w in wrappers)
     assert padded == (device == "cuda" and vocab % 8 != 0), wrappers
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_matmul_aligned_pads_an_odd_depth_and_copies_odd_row_strides(device, dtype):
+    """The LM head's backward: the logits' gradient (odd width) times the weight (an odd depth),
+    and its transpose times the hidden states (an odd row stride); with a bias too."""
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+    grad = torch.randn(24, 51, device=device, dtype=dtype)
+    weight = torch.randn(51, 16, device=device, dtype=dtype)
+    hidden = torch.randn(24, 16, device=device, dtype=dtype)
+    bias = torch.randn(16, device=device, dtype=dtype)
+    for a, b in ((grad, weight), (grad.t(), hidden), (grad, weight[:, :13]), (hidden.t(), grad)):
+        product = matmul_aligned(aten.mm.out, a, b)
+        assert product.is_contiguous() and product.shape == (a.shape[0], b.shape[1])
+        torch.testing.assert_close(product, a @ b, **tol)
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, grad, weight, beta=0.5),
+                               torch.addmm(bias, grad, weight, beta=0.5), **tol)
+
+
+@pytest.mark.parametrize("vocab", [1001, 1024])
+def test_lm_head_backward_with_symbolic_rows(device, vocab):
+    """Training an LM head with dynamic rows: the gradients match eager, and on CUDA with an odd
+    vocabulary the backward's two products run aligned too."""
+    from tritonize.backend import make_backend
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(512, vocab, bias=False, device=device, dtype=torch.bfloat16)
+    recorder = []
+    compiled = torch.compile(head, backend=make_backend(recorder=recorder), dynamic=True)
+    for rows in (1024, 600):
+        hidden = torch.randn(rows, 512, device=device, dtype=torch.bfloat16, requires_grad=True)
+        expected = torch.autograd.grad(head(hidden).float().square().mean(), [hidden, head.weight])
+        actual = torch.autograd.grad(compiled(hidden).float().square().mean(), [hidden, head.weight])
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, atol=2e-2, rtol=2e-2)
+    aligned = sum(w.count("matmul_aligned(aten.") for w in (r.wrapper for r in recorder if r != "graph"))
+    assert aligned == (3 if device == "cuda" and vocab % 8 != 0 else 0)

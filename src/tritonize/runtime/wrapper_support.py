@@ -75,34 +75,69 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
-def matmul_padded_columns(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
-    """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) with the output's columns padded to a
-    multiple of 16 bytes, returned dense. cuBLAS takes an unvectorized kernel when that width is
-    not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an H100 that way,
-    against 0.9 ms for the same product padded. b (and the bias) are copied padded each call (the
-    padding columns are never read back), in b's own order (a transposed weight is copied row by
-    row of its memory); the result is copied once more, dense. A product smaller than min_macs
-    (M*N*K; a graph with a symbolic number of rows decides per call) is computed as it is."""
+def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
+    """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) on operands whose rows all start at
+    16-byte boundaries, returned dense. cuBLAS takes an unvectorized kernel when a leading
+    dimension is not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an
+    H100 that way, against 0.9 ms padded, and its two products of the backward (the gradient of
+    the logits times the weight, and its transpose times the hidden states) 0.44 ms each.
+    - An odd depth K: a and b are copied with K padded by zeros (which add nothing).
+    - An odd number of columns N: b (and the bias) are copied with N padded (those columns of
+      the result are never read back) and the result is copied once more, dense.
+    - An operand laid out with an odd row stride (a transposed view of an odd-width tensor) is
+      copied dense.
+    Copies keep the operand's own order (a transposed weight is copied row by row of its memory).
+    A product smaller than min_macs (M*N*K; a graph with symbolic sizes decides per call) is
+    computed as it is."""
     *bias, a, b = args
-    per_row = max(1, 16 // a.element_size())
     (rows, depth), cols = a.shape, b.shape[1]
     if rows * cols * depth < min_macs:
-        out = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
-        out_op(*bias, a, b, **kwargs, out=out)
-        return out
-    wide = -(-cols // per_row) * per_row
-    if b.stride(0) == 1 and b.stride(1) >= depth:  # a transposed weight (x @ w.t()): keep its order
-        b_wide = torch.empty((wide, depth), dtype=b.dtype, device=b.device).t()
-    else:
-        b_wide = torch.empty((depth, wide), dtype=b.dtype, device=b.device)
-    b_wide[:, :cols].copy_(b)
-    if bias:
+        return _product(out_op, bias, a, b, kwargs, rows, cols)
+    unit = max(1, 16 // a.element_size())
+    deep, wide = _round_up(depth, unit), _round_up(cols, unit)
+    if deep != depth or not _rows_aligned(a, unit):
+        a = _copy_padded(a, rows, deep)
+    if deep != depth or wide != cols or not _rows_aligned(b, unit):
+        b = _copy_padded(b, deep, wide)
+    if bias and wide != cols:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
         bias = [bias_wide]
-    out = torch.empty((rows, wide), dtype=a.dtype, device=a.device)
-    out_op(*bias, a, b_wide, **kwargs, out=out)
-    return out[:, :cols].contiguous()
+    out = _product(out_op, bias, a, b, kwargs, rows, wide)
+    return out if wide == cols else out[:, :cols].contiguous()
+
+
+def _product(out_op, bias, a, b, kwargs, rows, cols) -> torch.Tensor:
+    out = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
+    out_op(*bias, a, b, **kwargs, out=out)
+    return out
+
+
+def _round_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def _rows_aligned(t: torch.Tensor, unit: int) -> bool:
+    """Whether cuBLAS reads t (2-D) with a leading dimension and a start of 16-byte multiples."""
+    rows, cols = t.shape
+    inner_ok = (t.stride(1) == 1 or cols == 1) and (t.stride(0) % unit == 0 or rows == 1)
+    outer_ok = (t.stride(0) == 1 or rows == 1) and (t.stride(1) % unit == 0 or cols == 1)
+    return (inner_ok or outer_ok) and t.data_ptr() % 16 == 0
+
+
+def _copy_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """t in the top left corner of a new (rows, cols) tensor, zeros in the rest; column-major when
+    t is (a transposed view), so the copy reads t's memory in order."""
+    if t.stride(0) == 1 and t.stride(1) != 1:
+        padded = torch.empty((cols, rows), dtype=t.dtype, device=t.device).t()
+    else:
+        padded = torch.empty((rows, cols), dtype=t.dtype, device=t.device)
+    padded[:t.shape[0], :t.shape[1]].copy_(t)
+    if rows > t.shape[0]:
+        padded[t.shape[0]:].zero_()
+    if cols > t.shape[1]:
+        padded[:, t.shape[1]:].zero_()
+    return padded
 
 
 def random_input(size, stride, dtype, device) -> torch.Tensor:
