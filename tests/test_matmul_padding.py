@@ -1,6 +1,8 @@
 """Big matmuls with a leading dimension that is not a 16-byte multiple (output rows, depth, an
 operand's row stride) run on aligned copies on CUDA (codegen/wrapper.aligns_matmul, runtime
 matmul_aligned)."""
+import unittest.mock
+
 import pytest
 import torch
 
@@ -75,7 +77,12 @@ def test_matmul_aligned_pads_an_odd_depth_and_copies_odd_row_strides(device, dty
     hidden = torch.randn(24, 16, device=device, dtype=dtype)
     bias = torch.randn(16, device=device, dtype=dtype)
     for a, b in ((grad, weight), (grad.t(), hidden), (grad, weight[:, :13]), (hidden.t(), grad)):
-        product = matmul_aligned(aten.mm.out, a, b)
+        copies = []
+        real_copy = torch.Tensor.copy_
+        with unittest.mock.patch.object(torch.Tensor, "copy_", lambda dst, src: copies.append(dst) or real_copy(dst, src)):
+            product = matmul_aligned(aten.mm.out, a, b)
+        for copy in copies:  # the padded operands' leading dimensions are aligned
+            assert any(st % (16 // copy.element_size()) == 0 for st in copy.stride() if st != 1) or copy.dim() == 1
         assert product.is_contiguous() and product.shape == (a.shape[0], b.shape[1])
         torch.testing.assert_close(product, a @ b, **tol)
     torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, grad, weight, beta=0.5),

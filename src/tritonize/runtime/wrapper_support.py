@@ -96,9 +96,9 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     unit = max(1, 16 // a.element_size())
     deep, wide = _round_up(depth, unit), _round_up(cols, unit)
     if deep != depth or not _rows_aligned(a, unit):
-        a = _copy_padded(a, rows, deep)
+        a = _copy_padded(a, rows, deep, unit)
     if deep != depth or wide != cols or not _rows_aligned(b, unit):
-        b = _copy_padded(b, deep, wide)
+        b = _copy_padded(b, deep, wide, unit)
     if bias and wide != cols:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
@@ -125,10 +125,11 @@ def _rows_aligned(t: torch.Tensor, unit: int) -> bool:
     return (inner_ok or outer_ok) and t.data_ptr() % 16 == 0
 
 
-def _copy_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+def _copy_padded(t: torch.Tensor, rows: int, cols: int, unit: int) -> torch.Tensor:
     """t in the top left corner of a new (rows, cols) tensor, zeros in the rest; column-major when
-    t is (a transposed view), so the copy reads t's memory in order."""
-    if t.stride(0) == 1 and t.stride(1) != 1:
+    t is (a transposed view) and its row count is aligned (the leading dimension of the copy), so
+    the copy reads t's memory in order."""
+    if t.stride(0) == 1 and t.stride(1) != 1 and rows % unit == 0:
         padded = torch.empty((cols, rows), dtype=t.dtype, device=t.device).t()
     else:
         padded = torch.empty((rows, cols), dtype=t.dtype, device=t.device)
