@@ -84,8 +84,9 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     - An odd depth K: a and b are copied with K padded by zeros (which add nothing).
     - An odd number of columns N: b (and the bias) are copied with N padded (those columns of
       the result are never read back) and the result is copied once more, dense.
-    - An operand laid out with an odd row stride (a transposed view of an odd-width tensor) is
-      copied dense.
+    - An operand laid out with an odd row stride (the transposed view of odd-width logits) is
+      copied in its own order with that stride padded: for a, the extra rows of the result are
+      dropped (a view of whole rows).
     Copies keep the operand's own order (a transposed weight is copied row by row of its memory).
     A product smaller than min_macs (M*N*K; a graph with symbolic sizes decides per call) is
     computed as it is."""
@@ -94,17 +95,20 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     if rows * cols * depth < min_macs:
         return _product(out_op, bias, a, b, kwargs, rows, cols)
     unit = max(1, 16 // a.element_size())
-    deep, wide = _round_up(depth, unit), _round_up(cols, unit)
+    deep, wide, tall = _round_up(depth, unit), _round_up(cols, unit), rows
     if deep != depth or not _rows_aligned(a, unit):
-        a = _copy_padded(a, rows, deep, unit)
+        tall = _round_up(rows, unit) if _column_major(a) else rows  # the copy's leading dimension
+        a = _copy_padded(a, tall, deep)
     if deep != depth or wide != cols or not _rows_aligned(b, unit):
-        b = _copy_padded(b, deep, wide, unit)
+        b = _copy_padded(b, deep, wide)
     if bias and wide != cols:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
         bias = [bias_wide]
-    out = _product(out_op, bias, a, b, kwargs, rows, wide)
-    return out if wide == cols else out[:, :cols].contiguous()
+    out = _product(out_op, bias, a, b, kwargs, tall, wide)
+    if wide != cols:
+        return out[:rows, :cols].contiguous()
+    return out if tall == rows else out[:rows]  # whole rows of a dense result: dense
 
 
 def _product(out_op, bias, a, b, kwargs, rows, cols) -> torch.Tensor:
@@ -125,11 +129,15 @@ def _rows_aligned(t: torch.Tensor, unit: int) -> bool:
     return (inner_ok or outer_ok) and t.data_ptr() % 16 == 0
 
 
-def _copy_padded(t: torch.Tensor, rows: int, cols: int, unit: int) -> torch.Tensor:
+def _column_major(t: torch.Tensor) -> bool:
+    return t.stride(0) == 1 and t.stride(1) != 1
+
+
+def _copy_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """t in the top left corner of a new (rows, cols) tensor, zeros in the rest; column-major when
-    t is (a transposed view) and its row count is aligned (the leading dimension of the copy), so
-    the copy reads t's memory in order."""
-    if t.stride(0) == 1 and t.stride(1) != 1 and rows % unit == 0:
+    t is (a transposed view), so the copy reads t's memory in order (its leading dimension is then
+    `rows`: matmul_aligned pads it)."""
+    if _column_major(t):
         padded = torch.empty((cols, rows), dtype=t.dtype, device=t.device).t()
     else:
         padded = torch.empty((rows, cols), dtype=t.dtype, device=t.device)
