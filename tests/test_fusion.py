@@ -89,3 +89,31 @@ def test_unlowered_op_falls_back_and_is_reported(device):
     report = check(lambda x: torch.histc(x, 4) + 1, _rand(10, 4, device=device))
     assert report.fallbacks["aten.histc.default"] == 1
     assert len(report.kernels) == 1
+
+
+
+def test_a_mask_read_by_every_attention_call_is_stored_once(device):
+    """Each layer slices the model's one attention mask (to the keys' length, a symbolic size):
+    the slices are one value, stored once and handed to every aten attention call
+    (lower/context.realize_read_only), not stored again per layer."""
+    from tritonize.backend import make_backend
+
+    def three_layers(q, k, v, ids):
+        n = q.shape[-2]
+        positions = ids.cumsum(-1) - 1
+        keys = torch.arange(n, device=q.device)
+        mask = (positions[:, None, :, None] >= keys[None, None, None, :]).expand(q.shape[0], 1, n, n)
+        h = q
+        for _ in range(3):
+            h = F.scaled_dot_product_attention(h * 2, k, v, attn_mask=mask[:, :, :, :k.shape[-2]])
+        return h
+
+    recorder = []
+    compiled = torch.compile(three_layers, backend=make_backend(recorder=recorder), dynamic=True)
+    for n in (8, 11):
+        q, k, v = (_rand(2, 3, n, 16, device=device) for _ in range(3))
+        ids = torch.ones(2, n, dtype=torch.int64, device=device)
+        torch.testing.assert_close(compiled(q, k, v, ids), three_layers(q, k, v, ids), atol=1e-5, rtol=1e-5)
+    wrapper = [r for r in recorder if r != "graph"][-1].wrapper
+    masks = {line.split("attn_mask=")[1].split(")")[0] for line in wrapper.splitlines() if "attn_mask=" in line}
+    assert len(masks) == 1 and wrapper.count("attn_mask=") == 3, wrapper
