@@ -379,6 +379,21 @@ def test_positions_from_the_end_given_as_symbolic_ints(name):
         assert not fallbacks
 
 
+@pytest.mark.parametrize("widths", ["left", "every_side", "crop_left", "crop_right"])
+def test_pad_by_symbolic_widths(widths):
+    """F.pad by an int argument (a symbol under dynamic=True), negative ones cropping: generated."""
+    pads = {"left": lambda n: (n, 1), "every_side": lambda n: (n, n, 1, n),
+            "crop_left": lambda n: (-n, 2), "crop_right": lambda n: (1, -n)}[widths]
+    fn = lambda x, n: torch.nn.functional.pad(x, pads(n), value=3.5) * 2  # noqa: E731
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    x = randn(4, 9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 5, 2):
+            assert_same(compiled(x, n), fn(x, n))
+    assert not [w for w in caught if "through aten" in str(w.message)]
+
+
 def test_an_input_view_with_a_symbolic_storage_offset():
     base = randn(64)
     compiled = torch.compile(lambda x: x * 2 + 1, dynamic=True, backend="tritonize")

@@ -297,7 +297,8 @@ def lower_constant_pad_nd(ctx, node, x, pad, value=0):
         k = len(size) - 1 - pair
         before = pad[2 * pair]
         index[k] = out[k] - before
-        check = _in_range(out[k], max(before, 0), before + x.size[k], size[k])
+        low = max(before, 0) if isinstance(before, int) else sympy.Max(before, 0)  # (a crop if < 0)
+        check = _in_range(out[k], low, before + x.size[k], size[k])
         if check is not None:
             mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
     inner = ex.to_dtype(x.at(index), dtype)
