@@ -64,6 +64,9 @@ GENERATED = {
     # a size to a float power: Dynamo traces scalar_tensor(size) ** -0.5 (the attention scale)
     "size_to_a_float_power": (lambda x, m: torch.softmax(x * (x.shape[-1] ** -0.5) + m, -1),
                               [[(2, 5, 6), (2, 1, 6)], [(3, 7, 9), (3, 1, 9)]]),
+    # a size divided by a float, made a tensor: the exact fraction, evaluated as Python divides
+    "size_by_a_float": (lambda x: x * torch.tensor(x.shape[0] / 2.5) + torch.full((), x.shape[1] / 0.1),
+                        [[(5, 3)], [(7, 4)], [(33, 9)]]),
     # strides that are functions of sizes (FloorDiv(s0, 2)): eager's transposed layout, kept
     "transposed_halves": (lambda x: x.reshape(2, -1).t() + 1, [[(6,)], [(10,)], [(34,)]]),
     # Dynamo keeps new_empty_strided in a symbolic graph (a static one gets empty_strided)

@@ -7,6 +7,7 @@ use like ints, and which the wrapper evaluates from its bound symbols.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import sympy
@@ -62,7 +63,13 @@ for _op, _fn in INT_ARITHMETIC.items():
 def _truediv(a, b):
     """A ratio of sizes (decompositions write N / (N - 1) for an unbiased variance): Python's
     float a / b, kept as the exact fraction; pointwise operands (lower/pointwise.py) and the
-    wrapper (codegen/index_printer.py) evaluate it as a / b in double precision."""
+    wrapper (codegen/index_printer.py) evaluate it as a / b in double precision. A float divisor
+    (`x.shape[0] / 3.0`) is the exact fraction it stands for, so N / 2.5 is 2N / 5: the same real
+    number, which one rounding of one division gives as Python does."""
+    if isinstance(b, (float, sympy.Float)) and not isinstance(a, (float, sympy.Float)):
+        if not math.isfinite(float(b)) or float(b) == 0:
+            raise Unsupported(f"a size divided by {b}")
+        b = sympy.Rational(*float(b).as_integer_ratio())
     if isinstance(b, (float, sympy.Float)) or not isinstance(a, (int, float, sympy.Expr)):
         raise Unsupported("a division by a float")
     if isinstance(a, (int, float)) and isinstance(b, int):
