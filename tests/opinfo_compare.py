@@ -73,7 +73,13 @@ class Call:
     def __init__(self, op, sample):
         self.leaves, self.spec = pytree.tree_flatten((sample.input, list(sample.args), dict(sample.kwargs)))
         self.tensor_pos = [i for i, x in enumerate(self.leaves) if isinstance(x, torch.Tensor)]
-        func, leaves, spec, pos = op.op, self.leaves, self.spec, self.tensor_pos
+        self.op_fn = op.op
+        self.fn = self.with_leaves(self.leaves)
+
+    def with_leaves(self, leaves: list):
+        """`fn(*tensors)` calling the op with these non-tensor leaves (the tensors go where the
+        sample has its tensors)."""
+        func, spec, pos = self.op_fn, self.spec, self.tensor_pos
 
         def fn(*tensors):
             filled = list(leaves)
@@ -82,7 +88,7 @@ class Call:
             inp, args, kwargs = pytree.tree_unflatten(filled, spec)
             return func(inp, *args, **kwargs)
 
-        self.fn = fn
+        return fn
 
     def fresh_inputs(self) -> list:
         return copy_leaves([self.leaves[i] for i in self.tensor_pos])

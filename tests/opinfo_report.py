@@ -188,6 +188,102 @@ def print_report(results: list[dict], top: int = 30, out=sys.stdout) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# the float64 mode (tests/opinfo_float64.py)
+
+UNJUDGED = ("float64_error", "float64_changed", "no_upcast")
+
+
+def summarize_float64(results: list[dict]) -> dict:
+    """Counts of the --against-float64 sweep. `pairs` are the ones eager runs: no_worse + worse +
+    fail (tritonize raised) + the unjudged statuses (UNJUDGED); `unjudged_ordinary_pass` are
+    those of the unjudged that pass the ordinary rule."""
+    c = collections.Counter(r["status"] for r in results)
+    counted = c["no_worse"] + c["worse"] + c["fail"] + sum(c[s] for s in UNJUDGED)
+    return {"pairs": counted, "no_worse": c["no_worse"], "worse": c["worse"], "fail": c["fail"],
+            **{s: c[s] for s in UNJUDGED},
+            "unjudged_ordinary_pass": sum(1 for r in results
+                                          if r["status"] in UNJUDGED and r.get("ordinary") == "pass"),
+            "matched_float64": sum(1 for r in results if r.get("matched_float64")),
+            "eager_error": c["eager_error"], "skipped": c["skip_nondeterministic"],
+            "no_worse_pct": _pct(c["no_worse"], counted)}
+
+
+def summarize_float64_by_dtype(results: list[dict]) -> dict[str, dict]:
+    groups: dict = collections.defaultdict(list)
+    for r in results:
+        groups[r["dtype"]].append(r)
+    return {dtype: summarize_float64(rs) for dtype, rs in groups.items()}
+
+
+def float64_dtype_table(results: list[dict]) -> list[str]:
+    columns = (("pairs", 7), ("no_worse", 10), ("worse", 7), ("fail", 6), ("float64_error", 11),
+               ("float64_changed", 13), ("no_upcast", 11), ("unjudged_ordinary_pass", 12),
+               ("eager_error", 11), ("skipped", 9))
+    titles = {"float64_error": "f64 error", "float64_changed": "f64 changed", "unjudged_ordinary_pass": "(ord pass)",
+              "eager_error": "eager err"}
+    rows = [f"{'dtype':<10}" + "".join(f"{titles.get(k, k):>{w}}" for k, w in columns)]
+    by_dtype = summarize_float64_by_dtype(results)
+    order = list(dict.fromkeys(r["dtype"] for r in results))
+    for dtype, s in [(d, by_dtype[d]) for d in order] + [("total", summarize_float64(results))]:
+        rows.append(f"{dtype:<10}" + "".join(f"{s[k]:>{w}}" for k, w in columns))
+    return rows
+
+
+def errors_text(e: dict | None) -> str:
+    if not e:
+        return "no floating leaf"
+    return (f"{e['leaf']}: tritonize {e['tritonize_abs']:.3g} abs ({e['tritonize_abs_eps']:.2f} eps at max|ref|, "
+            f"{e['tritonize_rel_eps']:.2f} eps rel) vs eager {e['eager_abs']:.3g} abs "
+            f"({e['eager_abs_eps']:.2f}, {e['eager_rel_eps']:.2f})")
+
+
+def print_float64_report(results: list[dict], closest: int = 15, out=sys.stdout) -> None:
+    """The --against-float64 summary: counts per dtype, every worse pair with both errors, the
+    failures, the pairs not judged and why, and the no-worse pairs closest to their bound."""
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    s = summarize_float64(results)
+    p(f"opinfo sweep against float64: pairs={s['pairs']} no_worse={s['no_worse']} ({s['no_worse_pct']}%) "
+      f"worse={s['worse']} fail={s['fail']} not judged={sum(s[k] for k in UNJUDGED)} "
+      f"(eager errors {s['eager_error']}, skipped {s['skipped']})")
+    p("")
+    for row in float64_dtype_table(results):
+        p("  " + row)
+    sections = (("worse than eager (entry[dtype]: worst leaf, errors against float64)", "worse", True),
+                ("tritonize raised", "fail", False),
+                ("float64 run raises", "float64_error", False),
+                ("float64 run changes the result's structure, shape or dtype", "float64_changed", False),
+                ("nothing to upcast", "no_upcast", False))
+    for title, status, with_errors in sections:
+        rs = [r for r in results if r["status"] == status]
+        p(f"\n{title} ({len(rs)}):")
+        for r in rs:
+            ordinary = f" [ordinary rule: {r['ordinary']}]" if r.get("ordinary") else ""
+            p(f"  {key_text(result_key(r))}{_sample_text(r)}: {r['detail']}{ordinary}")
+            if with_errors:
+                p(f"      {errors_text(r.get('errors'))}")
+    matched = [r for r in results if r.get("matched_float64")]
+    p(f"\ninteger/bool leaves equal to the float64 run's, not eager's ({len(matched)}):")
+    for r in matched:
+        p(f"  {key_text(result_key(r))}{_sample_text(r)}: {', '.join(r['matched_float64'])}")
+    held = [r for r in results if r.get("ordinary_leaves")]
+    p(f"\nfloat64 leaves held to the ordinary rule ({len(held)}):")
+    for r in held:
+        p(f"  {key_text(result_key(r))}{_sample_text(r)}: {', '.join(r['ordinary_leaves'])} [{r['status']}]")
+    judged = [r for r in results if r["status"] == "no_worse" and r.get("errors")]
+    judged.sort(key=lambda r: -r["errors"]["margin"])
+    p(f"\nno-worse pairs closest to their bound (margin = error / bound, top {closest}):")
+    for r in judged[:closest]:
+        p(f"  {key_text(result_key(r))}{_sample_text(r)} margin {r['errors']['margin']:.2f}: "
+          f"{errors_text(r['errors'])}")
+    p(f"\ntotal time {sum(r['time_s'] for r in results):.0f} s")
+
+
+def _sample_text(r: dict) -> str:
+    """" (sample k of n)" for a pair run on several samples: the one its result is from."""
+    return f" (sample {r['sample']} of {r['samples']})" if r.get("samples") else ""
+
+
+# ---------------------------------------------------------------------------------------------
 # the expected-failure file
 
 

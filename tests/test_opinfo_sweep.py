@@ -24,6 +24,7 @@ Regenerate the table after compiler changes: python tests/opinfo_sweep.py --writ
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -161,3 +162,75 @@ def core_fallbacks(fallbacks) -> list[str]:
         if overload_op is not None and torch.Tag.core in overload_op.tags:
             core.append(name)
     return core
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep against float64 (issue 21; tests/opinfo_float64.py)
+
+# Cheap elementwise, reduction and norm entries, on their first few samples.
+FLOAT64_ENTRIES = ("exp", "mul", "nn.functional.gelu", "var", "cumsum", "nn.functional.layer_norm")
+FLOAT64_SAMPLES = 4
+
+
+@pytest.mark.parametrize("op,dtype", [
+    pytest.param(op, dtype, id=sweep.key_text((sweep.entry_id(op), sweep.dtype_name(dtype))))
+    for op, dtype in sweep.sweep_pairs(DEVICE, ("float16", "bfloat16")) if sweep.entry_id(op) in FLOAT64_ENTRIES])
+def test_opinfo_no_worse_than_eager_against_float64(op, dtype):
+    r = sweep.run_entry_full(op, DEVICE, dtype, against_float64=True, samples=FLOAT64_SAMPLES)
+    assert r["status"] == "no_worse", f"{r['status']}: {r['detail']} {r['errors']}"
+    assert r["errors"] is not None and r["errors"]["margin"] <= 1
+
+
+def _fp16_leaves(values, eager_shift=(), tritonize_shift=()):
+    """(tritonize, eager, reference) for a float64 reference: eager and tritonize are its fp16
+    rounding, moved by whole fp16 steps at the positions given as {index: steps}."""
+    ref = torch.tensor(values, dtype=torch.float64)
+
+    def moved(shifts):
+        t = ref.half()
+        for i, steps in dict(shifts).items():
+            for _ in range(abs(steps)):
+                t[i] = torch.nextafter(t[i], torch.tensor(math.copysign(math.inf, steps), dtype=torch.float16))
+        return t
+
+    return moved(tritonize_shift), moved(eager_shift), ref
+
+
+def test_no_worse_rule_on_hand_made_tensors():
+    from opinfo_float64 import float_verdict, judge
+
+    values = [4000.3, 1.0 / 3, -7.123456, 0.001234]
+    # correctly rounded, and one step off where eager is too: no worse
+    assert float_verdict("out", *_fp16_leaves(values)).problem is None
+    assert float_verdict("out", *_fp16_leaves(values, {2: 1}, {2: -1})).problem is None
+    # eager overflowed in an intermediate where float64 did not: a finite value close to float64 is fine
+    tritonize, eager, ref = _fp16_leaves([60000.0, 1.5])
+    eager[0] = math.inf
+    assert float_verdict("out", tritonize, eager, ref).problem is None
+    # 8 steps off on the small element: hidden by the absolute error at 4000 (eps * 4000 = 3.9),
+    # caught by the relative one
+    off = float_verdict("out", *_fp16_leaves(values, {}, {3: 8}))
+    assert off.problem and off.tritonize_abs_eps < 1 < off.tritonize_rel_eps
+    # NaN where float64 and eager are finite
+    tritonize, eager, ref = _fp16_leaves(values)
+    tritonize[1] = math.nan
+    assert "NaN/inf" in float_verdict("out", tritonize, eager, ref).problem
+    # through judge: outputs and inputs after the call, integer leaves exact
+    t, e, r = _fp16_leaves(values)
+    index = torch.tensor([0, 3])
+    verdicts = judge((t, index), [t], (e, index), [e], (r, index), [r])
+    assert [v.problem for v in verdicts] == [None, None, None]
+    verdicts = judge((t, index + 1), [t], (e, index), [e], (r, index), [r])
+    assert "differ from eager's" in verdicts[1].problem
+
+
+def test_upcast_keeps_input_aliasing():
+    from opinfo_float64 import upcast_tensors
+
+    base = torch.arange(12, dtype=torch.float16)
+    a, b, ints = base[2:8].view(2, 3), base.view(3, 4).t(), torch.arange(3)
+    up_a, up_b, up_ints = upcast_tensors([a, b, ints])
+    assert up_ints is ints and up_a.dtype == up_b.dtype == torch.float64
+    assert torch.equal(up_a, a.double()) and torch.equal(up_b, b.double()) and up_b.stride() == b.stride()
+    up_a[0, 0] = 100  # base[2] is b[2, 0]
+    assert up_b[2, 0].item() == 100
