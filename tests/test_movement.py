@@ -5,6 +5,8 @@ the orthogonal polynomials). Eager's values, no fallbacks."""
 import pytest
 import torch
 
+import tritonize
+
 from helpers import check
 
 
@@ -180,3 +182,27 @@ def test_chebyshev_polynomials_in_every_case_of_torchs(device, name, dtype):
     at_nan = torch.compile(fn, backend="tritonize")(nan, degrees.to(device))
     expected = torch.tensor([0.0, 1.0] + [float("nan")] * (len(degrees) - 2), dtype=dtype, device=device)
     torch.testing.assert_close(at_nan, expected, equal_nan=True)
+
+
+EDGE_SAMPLES = {  # found by the OpInfo sweep over all samples (--samples 0), each an exception before
+    "masked_scatter_broadcast_input": (lambda x, m, s: x.masked_scatter(m, s),
+                                       lambda d: (torch.randn(5, device=d), torch.rand(5, 5, device=d) > 0.5,
+                                                  torch.randn(5, 5, device=d))),
+    "repeat_empty": (lambda x: x.repeat((0,)), lambda d: (torch.randn(0, device=d),)),
+    "repeat_of_an_empty_dim": (lambda x: x.repeat(1, 3) + 1, lambda d: (torch.randn(2, 0, device=d),)),
+    "tile_empty": (lambda x: x.tile(()), lambda d: (torch.randn(0, device=d),)),
+    "transpose_0d": (lambda x: x.transpose(0, -1) * 2, lambda d: (torch.tensor(1.5, device=d),)),
+    "nonzero_static_of_an_empty_dim": (lambda x: torch.nonzero_static(x, size=3, fill_value=-2),
+                                       lambda d: (torch.randn(5, 0, 5, device=d),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_SAMPLES))
+def test_empty_and_broadcast_edge_samples(device, name):
+    fn, make = EDGE_SAMPLES[name]
+    args = make(device)
+    actual, report = tritonize.run_and_explain(fn, *args)
+    expected = fn(*args)
+    assert not report.fallbacks
+    assert actual.shape == expected.shape and actual.stride() == expected.stride()
+    assert torch.equal(actual, expected)

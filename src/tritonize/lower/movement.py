@@ -84,7 +84,9 @@ def lower_unbind(ctx, node, x, dim=0):
 
 @lowering(aten.repeat.default)
 def lower_repeat(ctx, node, x, repeats):
-    size = output_of(node)[0]
+    size, dtype, device = output_of(node)
+    if any(s == 0 for s in size):  # nothing to read (an empty input has no element to repeat)
+        return TensorValue(size, dtype, device, ex.constant(0, dtype))
     out = dim_vars(len(size))
     lead = len(size) - x.rank
     index = [sympy.Integer(0) if s == 1 else ModularIndexing(out[lead + k], 1, s) for k, s in enumerate(x.size)]

@@ -341,7 +341,8 @@ def pdist(x, p=2):
 def masked_scatter(x, mask, source):
     """Where mask holds, source's elements in order (a running count of the mask picks each);
     contiguous, as eager's result."""
-    mask = mask.expand(x.shape)
+    shape = torch.broadcast_shapes(x.shape, mask.shape)  # eager broadcasts both
+    x, mask = x.expand(shape), mask.expand(shape)
     if source.numel() == 0:
         return x.clone(memory_format=torch.contiguous_format)
     position = mask.reshape(-1).to(torch.int64).cumsum(0) - 1
@@ -358,6 +359,8 @@ def nonzero_static(x, *, size, fill_value=-1):
         return _nonzero_layout(torch.full((size, 0), fill_value, dtype=torch.int64, device=x.device))
     if _static(x.shape) is None:
         return NotImplemented
+    if x.numel() == 0:  # no coordinates: every row is fill_value
+        return _nonzero_layout(torch.full((size, x.dim()), fill_value, dtype=torch.int64, device=x.device))
     nonzero = x.reshape(-1) != 0
     position = nonzero.to(torch.int64).cumsum(0) - 1
     target = torch.where(nonzero & (position < size), position, size)

@@ -47,6 +47,8 @@ def lower_permute(ctx, node, x, dims):
 
 @lowering(aten.transpose.int)
 def lower_transpose(ctx, node, x, dim0, dim1):
+    if x.rank == 0:  # a 0-d tensor's dims 0 and -1 name its (absent) one dim: itself
+        return x
     order = list(range(x.rank))
     a, b = _normalize_dim(dim0, x.rank), _normalize_dim(dim1, x.rank)
     order[a], order[b] = order[b], order[a]
