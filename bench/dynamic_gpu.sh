@@ -2,7 +2,7 @@
 # Issue 17's and issue 21's GPU runs, in parts that each fit one device call (10 minutes). Run from the
 # repo root on the GPU machine:  bash bench/dynamic_gpu.sh PART   (logs go to $OUT when set)
 #   suite    the whole test suite on CUDA (about 5 minutes at -n 16)
-#   kernels  the kernel suite, tritonize static against Inductor and tritonize with dynamic=True
+#   kernels  the kernel suite: eager, tritonize static, Inductor and tritonize with dynamic=True
 #   a        (a) and (b): GPT-2, BERT and llama at five lengths, timed in turns; automatic dynamic
 #   c        (c): generate() with the default cache, 64 new tokens
 #   d        (d): GPT-2 and llama training steps at three lengths (compiles take most of it)
@@ -24,7 +24,7 @@ case "${1:-}" in
             | grep -v "^DEBUG" > "$OUT/test_gpu.log"
         grep -E "^FAILED|^ERROR|passed|failed" "$OUT/test_gpu.log" | tail -30 ;;
     kernels)
-        timeout 540 python3 bench/kernels.py --backends tritonize,inductor-dynamic,tritonize-dynamic --rounds 2 \
+        timeout 540 python3 bench/kernels.py --backends eager,tritonize,inductor-dynamic,tritonize-dynamic --rounds 2 \
             --markdown "$OUT/kernels_dynamic.md" 2>&1 | quiet | tail -25 ;;
     a)
         timeout 560 python3 bench/dynamic.py --models gpt2,bert,llama --markdown "$OUT/dynamic_a.md" 2>&1 | quiet ;;
