@@ -60,15 +60,16 @@ def needs_traced_strides(target, options) -> bool:
     return get_layout_constraint_tag(target) in STRICT_LAYOUT_TAGS
 
 
-def realize_arguments(ctx, value, read_only: bool = False):
-    """Replace every TensorValue inside (nested) arguments by a TensorArg (read_only: arguments
-    of an op that writes none of them, which may share one stored copy: ctx.realize_read_only)."""
+def realize_arguments(ctx, value, store=None):
+    """Replace every TensorValue inside (nested) arguments by a TensorArg, made by `store`
+    (ctx.realize by default; ctx.realize_read_only for an op that writes none of them)."""
+    store = store or ctx.realize
     if isinstance(value, TensorValue):
-        return ctx.realize_read_only(value) if read_only else ctx.realize(value)
+        return store(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(realize_arguments(ctx, v, read_only) for v in value)
+        return type(value)(realize_arguments(ctx, v, store) for v in value)
     if isinstance(value, dict):
-        return {k: realize_arguments(ctx, v, read_only) for k, v in value.items()}
+        return {k: realize_arguments(ctx, v, store) for k, v in value.items()}
     return value
 
 
@@ -87,15 +88,15 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
         reason = RANDOM_THROUGH_ATEN  # the wrapper's comment on the call says why
     exact = needs_traced_strides(node.target, ctx.options)
     realize = _realize_exactly_as_traced if exact else _realize_as_traced
-    read_only = writes_no_argument(node.target)
-    args = tuple(realize(ctx, a, n, read_only) for a, n in zip(args, node.args))
-    kwargs = {k: realize(ctx, v, node.kwargs.get(k), read_only) for k, v in kwargs.items()}
-    args = realize_arguments(ctx, tuple(args), read_only)
-    kwargs = realize_arguments(ctx, dict(kwargs), read_only)
+    store = ctx.realize_read_only if writes_no_argument(node.target) else ctx.realize
+    args = tuple(realize(ctx, a, n, store) for a, n in zip(args, node.args))
+    kwargs = {k: realize(ctx, v, node.kwargs.get(k), store) for k, v in kwargs.items()}
+    args = realize_arguments(ctx, tuple(args), store)
+    kwargs = realize_arguments(ctx, dict(kwargs), store)
     return ctx.extern_call(node.target, args, kwargs, meta_value(node), kind, reason)
 
 
-def _realize_as_traced(ctx, value, traced_node, read_only=False):
+def _realize_as_traced(ctx, value, traced_node, store):
     """An aten op gets a view of an existing buffer as it is, unless the trace gave it a
     contiguous last dim and the view has none: our lowering drops clone/contiguous, and the op
     may have been chosen for that layout (SDPA picks its fused kernel at trace time, for a mask
@@ -114,15 +115,15 @@ def _realize_as_traced(ctx, value, traced_node, read_only=False):
         return value
     if any(st == 0 and n > 1 for st, n in zip(stride, traced.shape)):  # broadcast dims: store dense
         stride = contiguous_strides(value.size)
-    return ctx.realize_read_only(value, stride) if read_only else ctx.realize(value, stride=stride)
+    return store(value, stride)
 
 
-def _realize_exactly_as_traced(ctx, value, traced_node, read_only=False):
+def _realize_exactly_as_traced(ctx, value, traced_node, store):
     """value (or each tensor of a list of them) as a tensor with the traced strides: a view of an
     existing buffer when it has them (size-1 dims aside), else a copy with them. A traced layout
     with overlapping elements (an expand) cannot be written by a kernel: it gets dense strides."""
     if isinstance(value, (list, tuple)) and isinstance(traced_node, (list, tuple)):
-        return type(value)(_realize_exactly_as_traced(ctx, v, n, read_only) for v, n in zip(value, traced_node))
+        return type(value)(_realize_exactly_as_traced(ctx, v, n, store) for v, n in zip(value, traced_node))
     traced = getattr(traced_node, "meta", {}).get("val")
     if not isinstance(value, TensorValue) or not isinstance(traced, torch.Tensor) \
             or not all(isinstance(n, int) for n in (*value.size, *traced.stride())):
@@ -133,5 +134,4 @@ def _realize_exactly_as_traced(ctx, value, traced_node, read_only=False):
         return ctx.realize(value)
     from .graph import dense_strides  # graph.py imports this module
 
-    stride = dense_strides(traced)
-    return ctx.realize_read_only(value, stride) if read_only else ctx.realize(value, stride=stride)
+    return store(value, dense_strides(traced))

@@ -123,8 +123,10 @@ def _slice_start(ctx, start, length):
 def from_the_end(ctx, position, length, what: str):
     """A position that counts from the end when negative (`x[:, -n:]`, `x.select(0, -k)`), as
     a nonnegative one. A symbolic position must be known to be one or the other."""
-    if isinstance(position, int) or ctx.sizes.known_le(0, position):
-        return position + length if isinstance(position, int) and position < 0 else position
+    if isinstance(position, int):
+        return position + length if position < 0 else position
+    if ctx.sizes.known_le(0, position):
+        return position
     if ctx.sizes.known_le(position, -1):
         return position + length
     raise Unsupported(f"{what} {position}: not known to be negative or not")
