@@ -9,6 +9,8 @@
 #   profile  the host profile at length 131 (wall against kernel time, cProfile's callers)
 #   fuzz     issue 21: random programs on the GPU, static then dynamic (about 8 minutes)
 #   sweep    issue 21: the OpInfo sweep on the GPU, every dtype (native shares per dtype)
+#   float64  issue 21: the fp16/bf16 sweep against float64 on the GPU (first sample of each entry)
+#   fuzz-static SEED N / fuzz-dynamic SEED N   N random programs from SEED (dynamic: N <= 250)
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
 set -uo pipefail
 OUT=${OUT:-/tmp/tritonize-gpu}
@@ -41,9 +43,16 @@ case "${1:-}" in
         timeout 280 python3 bench/fuzz.py --device cuda --n 1000 --seed 20000 --max-ops 14 --quiet 2>&1 | quiet | tail -40
         timeout 260 python3 bench/fuzz.py --device cuda --n 600 --seed 30000 --max-ops 14 --dynamic --quiet 2>&1 \
             | quiet | tail -40 ;;
+    fuzz-static|fuzz-dynamic)
+        mode=$([ "$1" = fuzz-dynamic ] && echo --dynamic || true)
+        timeout 290 python3 bench/fuzz.py --device cuda --n "${3:-250}" --seed "${2:-20000}" --max-ops 14 $mode \
+            --quiet 2>&1 | quiet | tail -40 ;;
+    float64)
+        timeout 540 python3 tests/opinfo_sweep.py --device cuda --jobs 8 --against-float64 \
+            --dtypes float16,bfloat16 --json "$OUT/float64_gpu.json" 2>&1 | grep -v "^W1" | head -80 ;;
     sweep)
         timeout 540 python3 tests/opinfo_sweep.py --device cuda --jobs 8 --json "$OUT/sweep_gpu.json" 2>&1 \
             | grep -v "^W1" | head -60 ;;
     *)
-        echo "usage: bash bench/dynamic_gpu.sh suite|kernels|a|c|d|profile|fuzz|sweep" >&2; exit 2 ;;
+        echo "usage: bash bench/dynamic_gpu.sh suite|kernels|a|c|d|profile|fuzz|fuzz-static|fuzz-dynamic|float64|sweep" >&2; exit 2 ;;
 esac

@@ -1,4 +1,6 @@
 """Passes over Dynamo's graph before AOTAutograd (src/tritonize/graph_passes.py)."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -75,3 +77,36 @@ def test_attention_kernels_receive_the_mask_layout_they_were_traced_with(device)
     # the heads first. Either way the realized mask is dense with a contiguous last dim.
     strides = allocation.split("), (")[1].split(")")[0]
     assert strides.endswith("16, 1") and strides.startswith("256, 256" if device == "cpu" else "1024, 256"), allocation
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_computed_attention_bias_is_stored_in_aligned_rows(device, dynamic):
+    """The memory-efficient attention kernel needs every stride of its bias but the last to be a
+    multiple of 16 bytes; eager pads rows to 16 elements. A bias we compute (here 11 keys long,
+    and symbolic under dynamic=True) is stored with rows padded the same way (lower/fallback.py,
+    ALIGNED_BIAS_ARGUMENT). The op has no CPU kernel: there the wrapper's allocation is checked
+    and the call is expected to raise; on CUDA the result is compared with eager's."""
+    from tritonize.backend import make_backend
+
+    def biased_attention(q, bias):
+        return torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, bias * 2 - 1, False)[0]
+
+    recorder = []
+    compiled = torch.compile(biased_attention, backend=make_backend(recorder=recorder), dynamic=dynamic)
+    for n in (11, 13) if dynamic else (11,):
+        q = torch.randn(2, 3, n, 8, device=device)
+        bias = torch.randn(2, 3, n, n, device=device)
+        if device == "cpu":
+            with pytest.raises(NotImplementedError):
+                compiled(q, bias)
+        else:
+            torch.testing.assert_close(compiled(q, bias), biased_attention(q, bias), atol=1e-5, rtol=1e-5)
+            assert torch.equal(bias, bias.clone())
+    lines = [r for r in recorder if r != "graph"][-1].wrapper.splitlines()
+    (call,) = [line for line in lines if "aten._scaled_dot_product" in line]
+    bias_name = call.split("(")[1].split(",")[3].strip()
+    (allocation,) = [line for line in lines if line.strip().startswith(f"{bias_name} = empty_strided")]
+    if dynamic:  # rows of 16 * ceil(n / 16) elements, n a size symbol
+        assert re.search(r"16 \* \(\(\((s\d+) \+ 15\) // 16\)\), 1\)", allocation), allocation
+    else:
+        assert "(528, 176, 16, 1)" in allocation, allocation

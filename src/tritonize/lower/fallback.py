@@ -10,11 +10,13 @@ flexible (torch's default for them is needs_exact_strides: a custom op may check
 and bernoulli fill in the input's memory order, so other strides would give other numbers)."""
 from __future__ import annotations
 
+import sympy
 import torch
 from torch._library.utils import get_layout_constraint_tag
 
 from ..errors import Unsupported
 from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
+from ..ir.symbols import FloorDiv
 from .decompositions import is_random_op
 from .dtypes import meta_value
 
@@ -35,6 +37,15 @@ EXTERN_OPS = {
     aten.sort, aten.topk,
 }
 
+
+# The memory-efficient attention kernel reads its bias in aligned rows: every stride but the last
+# a multiple of 16 bytes. Eager's sdpa pads the bias's last dim to a multiple of 16 elements and
+# passes a slice of that; a bias we compute is stored the same way (position of the argument).
+ALIGNED_BIAS_ARGUMENT = {
+    aten._scaled_dot_product_efficient_attention.default: 3,
+    aten._scaled_dot_product_efficient_attention_backward.default: 4,
+}
+BIAS_ROW_ALIGNMENT = 16  # elements, as eager pads
 
 RANDOM_THROUGH_ATEN = "random op through aten (option fallback_random)"
 STRICT_LAYOUT_TAGS = (torch.Tag.needs_exact_strides, torch.Tag.needs_fixed_stride_order,
@@ -90,6 +101,8 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
     realize = _realize_exactly_as_traced if exact else _realize_as_traced
     store = ctx.realize_read_only if writes_no_argument(node.target) else ctx.realize
     args = tuple(realize(ctx, a, n, store) for a, n in zip(args, node.args))
+    if node.target in ALIGNED_BIAS_ARGUMENT:
+        args = _with_aligned_bias(ctx, args, ALIGNED_BIAS_ARGUMENT[node.target], store)
     kwargs = {k: realize(ctx, v, node.kwargs.get(k), store) for k, v in kwargs.items()}
     args = realize_arguments(ctx, tuple(args), store)
     kwargs = realize_arguments(ctx, dict(kwargs), store)
@@ -116,6 +129,40 @@ def _realize_as_traced(ctx, value, traced_node, store):
     if any(st == 0 and n > 1 for st, n in zip(stride, traced.shape)):  # broadcast dims: store dense
         stride = contiguous_strides(value.size)
     return store(value, stride)
+
+
+def _with_aligned_bias(ctx, args: tuple, position: int, store) -> tuple:
+    """args with the attention bias at `position` stored in aligned rows, unless it is a view
+    whose rows already are (ALIGNED_BIAS_ARGUMENT)."""
+    bias = args[position] if position < len(args) else None
+    if not isinstance(bias, TensorValue) or bias.rank == 0:
+        return args
+    view = strided_view_of(bias, ctx.sizes)
+    if view is not None and _has_aligned_rows(bias.size, view[2], view[3]):
+        return args
+    return args[:position] + (store(bias, aligned_row_strides(bias.size)),) + args[position + 1:]
+
+
+def _has_aligned_rows(size, stride, offset) -> bool:
+    """Every stride but the last (of dims longer than 1) and the offset are provably multiples of
+    BIAS_ROW_ALIGNMENT elements, and the last stride is 1."""
+    def aligned(n):
+        return sympy.Mod(sympy.sympify(n), BIAS_ROW_ALIGNMENT) == 0
+
+    if size[-1] != 1 and stride[-1] != 1:
+        return False
+    return aligned(offset) and all(aligned(st) for n, st in zip(size[:-1], stride[:-1]) if n != 1)
+
+
+def aligned_row_strides(size) -> tuple:
+    """Row-major strides of `size` with each row (the last dim) padded to BIAS_ROW_ALIGNMENT."""
+    row = FloorDiv(size[-1] + BIAS_ROW_ALIGNMENT - 1, BIAS_ROW_ALIGNMENT) * BIAS_ROW_ALIGNMENT
+    strides = [1]
+    extent = row
+    for n in reversed(size[:-1]):
+        strides.append(extent)
+        extent = extent * n
+    return tuple(reversed(strides))
 
 
 def _realize_exactly_as_traced(ctx, value, traced_node, store):
