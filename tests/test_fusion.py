@@ -117,3 +117,12 @@ def test_a_mask_read_by_every_attention_call_is_stored_once(device):
     wrapper = [r for r in recorder if r != "graph"][-1].wrapper
     masks = {line.split("attn_mask=")[1].split(")")[0] for line in wrapper.splitlines() if "attn_mask=" in line}
     assert len(masks) == 1 and wrapper.count("attn_mask=") == 3, wrapper
+
+
+def test_a_stencil_chain_is_recomputed_in_one_kernel(device):
+    """diff(x, n=4): each difference reads the previous one at two neighbouring rows. Reads of one
+    buffer a constant apart count as one stream (lower/context._distinct_streams), so the shared
+    differences are recomputed, not stored: one kernel and one rounding to bf16, at the end."""
+    x = _rand(9, 5, device=device, dtype=torch.bfloat16)
+    report = check(lambda t: torch.diff(t, n=4, dim=0), x)
+    assert len(report.kernels) == 1 and not report.fallbacks, report.wrapper

@@ -170,13 +170,18 @@ def core_fallbacks(fallbacks) -> list[str]:
 # Cheap elementwise, reduction and norm entries, on their first few samples.
 FLOAT64_ENTRIES = ("exp", "mul", "nn.functional.gelu", "var", "cumsum", "nn.functional.layer_norm")
 FLOAT64_SAMPLES = 4
+# Entries judged on every sample: diff's fifth differences amplify roundings; one sample failed by
+# one element while intermediates were stored after differences 1, 3 and 5 (stencils now recompute).
+FLOAT64_EVERY_SAMPLE = ("diff",)
 
 
 @pytest.mark.parametrize("op,dtype", [
     pytest.param(op, dtype, id=sweep.key_text((sweep.entry_id(op), sweep.dtype_name(dtype))))
-    for op, dtype in sweep.sweep_pairs(DEVICE, ("float16", "bfloat16")) if sweep.entry_id(op) in FLOAT64_ENTRIES])
+    for op, dtype in sweep.sweep_pairs(DEVICE, ("float16", "bfloat16"))
+    if sweep.entry_id(op) in FLOAT64_ENTRIES + FLOAT64_EVERY_SAMPLE])
 def test_opinfo_no_worse_than_eager_against_float64(op, dtype):
-    r = sweep.run_entry_full(op, DEVICE, dtype, against_float64=True, samples=FLOAT64_SAMPLES)
+    samples = 0 if sweep.entry_id(op) in FLOAT64_EVERY_SAMPLE else FLOAT64_SAMPLES
+    r = sweep.run_entry_full(op, DEVICE, dtype, against_float64=True, samples=samples)
     assert r["status"] == "no_worse", f"{r['status']}: {r['detail']} {r['errors']}"
     assert r["errors"] is not None and r["errors"]["margin"] <= 1
 

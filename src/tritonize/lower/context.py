@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 
+import sympy
+
 import torch
 
 from ..ir import expr as ex
@@ -137,7 +139,7 @@ class LoweringContext:
         if n_ops > MAX_INLINE_OPS:
             return self.realize_value(value)
         if num_users > 1:
-            n_loads = len({(e.args[0], e.args[1]) for e in ex.loads(value.body)})
+            n_loads = _distinct_streams(ex.loads(value.body))
             if n_loads > MAX_INLINE_LOADS_FOR_SHARED or n_ops > MAX_INLINE_OPS_FOR_SHARED:
                 return self.realize_value(value)
         return value
@@ -177,3 +179,16 @@ class LoweringContext:
             raise Unsupported(f"{call.origin} ({call.target}) returns a data-dependent "
                               f"{type(meta).__name__}, which kernels cannot take yet")
         return meta
+
+
+def _distinct_streams(loads) -> int:
+    """How many streams of memory the loads read: loads of one buffer at indices a constant apart
+    (a stencil: x[i], x[i + 1]) count as one stream, the neighbours coming from the cache."""
+    firsts: dict = {}
+    streams = 0
+    for load in loads:
+        name, index = load.args[0], sympy.sympify(load.args[1])
+        if not any((index - first).is_number for first in firsts.get(name, ())):
+            streams += 1
+        firsts.setdefault(name, []).append(index)
+    return streams
