@@ -145,6 +145,14 @@ def to_dtype(x: Expr, dtype: torch.dtype) -> Expr:
         inner = x.args[0]
         if inner.dtype == torch.float32:
             return inner
+    # ... and through a where() of low-precision branches or an indirect load's let (a product
+    # masked or gathered before its sum: nll_loss)
+    if x.dtype in LOW_PRECISION_FLOATS and dtype == torch.float32:
+        if x.op == "where":
+            condition, a, b = x.args
+            return Expr("where", (condition, to_dtype(a, dtype), to_dtype(b, dtype)), dtype)
+        if x.op == "indirect":
+            return Expr("indirect", x.args[:-1] + (to_dtype(x.args[-1], dtype),), dtype)
     return Expr("to_dtype", (x,), dtype)
 
 
