@@ -1,7 +1,7 @@
 """Data movement beyond single views (lower/movement.py) and the pointwise ops added with it:
 split/unbind, repeat, unfold, slice/select/diagonal scatter, the *_copy variants of views, and
-angle, ldexp and the special functions (erfcx, i1, i0e, i1e, Bessel, ndtri, digamma, polygamma, zeta,
-the orthogonal polynomials). Eager's values, no fallbacks."""
+angle, ldexp and the special functions (erfcx, i1, i0e, i1e, Bessel, K0 and K1, ndtri, digamma, polygamma,
+zeta, the orthogonal polynomials). Eager's values, no fallbacks."""
 import pytest
 import torch
 
@@ -123,6 +123,41 @@ def test_scaled_modified_bessel_i0e_i1e(device, dtype):
         values = [0, -1, 3, 100, -1000]
     x = torch.tensor(values, device=device, dtype=dtype)
     no_fallback(lambda t: (torch.special.i0e(t), torch.special.i1e(t)), x)
+
+
+BESSEL_K = {"k0": torch.special.modified_bessel_k0, "k1": torch.special.modified_bessel_k1,
+            "scaled_k0": torch.special.scaled_modified_bessel_k0, "scaled_k1": torch.special.scaled_modified_bessel_k1}
+BESSEL_K_EDGES = [0.0, -0.0, -1.0, -1e-30, 5e-324, 1e-310, 1e-300, 1e-30, 1e-5, 0.5, 1.0, 1.5, 1.999, 2.0, 2.001,
+                  3.0, 10.0, 100.0, 700.0, 708.5, 710.0, 740.0, 750.0, 1e4, 1e300, float("inf"), float("-inf"),
+                  float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=str)
+def test_modified_bessel_k0_k1(device, dtype):
+    """K0, K1, exp(x) K0 and exp(x) K1 (our own Chebyshev tables, lower/special.py): eager's values,
+    in float64 to 1e-13 on both sides of the change of formula at 2 and where exp(-x) underflows
+    (atol: a subnormal result has few digits); +inf at +-0, NaN below 0 and at NaN, 0 at +inf
+    (scaled too), eager's inf and NaN at the smallest subnormal. No fallback."""
+    values = torch.cat([torch.tensor(BESSEL_K_EDGES, dtype=torch.float64), torch.linspace(0.01, 40, 89).double()])
+    x = values.to(device=device, dtype=dtype) if dtype.is_floating_point else \
+        torch.tensor([0, -1, 1, 2, 3, 50, 800], device=device, dtype=dtype)
+    tol = {"rtol": 1e-13, "atol": 1e-320} if dtype == torch.float64 else {}
+    no_fallback(lambda t: tuple(f(t) for f in BESSEL_K.values()), x, **tol)
+
+
+@pytest.mark.parametrize("name", sorted(BESSEL_K))
+def test_modified_bessel_k_against_mpmath(device, name):
+    """Within 4e-15 (relative) of the exact values, in float64, over (0, 1e3]."""
+    mpmath = pytest.importorskip("mpmath")
+    order, scaled = int(name[-1]), name.startswith("scaled")
+    points = [1e-300, 1e-20, 1e-3, 0.1, 0.7, 1.2, 1.6, 1.9, 1.99999, 2.0, 2.00001, 2.1, 2.5, 3.7, 5.0, 8.0, 13.0,
+              21.0, 40.0, 99.0, 250.0, 600.0, 1000.0]
+    exact = torch.tensor([float(mpmath.besselk(order, v) * (mpmath.exp(v) if scaled else 1)) for v in points],
+                         dtype=torch.float64)
+    torch._dynamo.reset()
+    actual = torch.compile(BESSEL_K[name], backend="tritonize")(torch.tensor(points, dtype=torch.float64,
+                                                                             device=device))
+    torch.testing.assert_close(actual.cpu(), exact, rtol=4e-15, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)

@@ -1,6 +1,7 @@
 """Lowerings of elementwise functions built from several ops or a helper: gcd and lcm, ldexp,
 angle, spherical_bessel_j0, digamma, polygamma (trigamma, Hurwitz zeta), the scaled Bessel functions i0e
-and i1e. The table-driven ones (libdevice
+and i1e, the modified Bessel functions of the second kind K0 and K1 (plain and scaled; their
+coefficient tables are in lower/bessel_k_coefficients.py). The table-driven ones (libdevice
 functions, arithmetic) live in lower/pointwise.py."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from ..errors import Unsupported
 from ..ir import expr as ex
+from . import bessel_k_coefficients as k_tables
 from .pointwise import output_of, pointwise
 from .registry import lowering
 
@@ -212,3 +214,83 @@ def _scaled_bessel(order: int):
 
 lowering(aten.special_i0e.default)(_scaled_bessel(0))
 lowering(aten.special_i1e.default)(_scaled_bessel(1))
+
+
+def _chebyshev(t: ex.Expr, coefficients) -> ex.Expr:
+    """sum_k c_k T_k(t) by Clenshaw's recurrence b_k = c_k + 2 t b_(k+1) - b_(k+2), the sum
+    c_0 + t b_1 - b_2 (stable for |t| <= 1)."""
+    d = t.dtype
+    two_t = ex.op("add", t, t, dtype=d)
+    b_next, b_after = ex.constant(coefficients[-1], d), None  # b_(k+1), b_(k+2)
+    for c in reversed(coefficients[1:-1]):
+        b = ex.op("add", ex.constant(c, d), ex.op("mul", two_t, b_next, dtype=d), dtype=d)
+        if b_after is not None:
+            b = ex.op("sub", b, b_after, dtype=d)
+        b_next, b_after = b, b_next
+    total = ex.op("add", ex.constant(coefficients[0], d), ex.op("mul", t, b_next, dtype=d), dtype=d)
+    return ex.op("sub", total, b_after, dtype=d) if b_after is not None else total
+
+
+def _polynomial(y: ex.Expr, coefficients) -> ex.Expr:
+    """sum_k c_k y^k by Horner's rule."""
+    d = y.dtype
+    value = ex.constant(coefficients[-1], d)
+    for c in reversed(coefficients[:-1]):
+        value = ex.op("add", ex.constant(c, d), ex.op("mul", y, value, dtype=d), dtype=d)
+    return value
+
+
+def _bessel_k_small(x: ex.Expr, order: int) -> ex.Expr:
+    """K0 or K1 on 0 < x <= 2: the logarithmic part with I0 or I1 by its Taylor series, plus the
+    smooth rest as a Chebyshev series in t = x^2 / 2 - 1. log(x / 2) is log(0.5 x) like eager's, so
+    the smallest subnormal x gives eager's values too (K0 inf, K1 NaN: 0.5 x rounds to 0)."""
+    d = x.dtype
+    square = ex.op("mul", x, x, dtype=d)
+    t = ex.op("sub", ex.op("mul", square, ex.constant(0.5, d), dtype=d), ex.constant(1.0, d), dtype=d)
+    y = ex.op("mul", square, ex.constant(0.25, d), dtype=d)
+    half_x = ex.op("mul", x, ex.constant(0.5, d), dtype=d)
+    log_half_x = ex.op("log", half_x, dtype=d)
+    if order == 0:
+        logarithmic = ex.op("mul", log_half_x, _polynomial(y, k_tables.I0_TAYLOR), dtype=d)
+        return ex.op("sub", _chebyshev(t, k_tables.K0_SMALL_CHEBYSHEV), logarithmic, dtype=d)
+    i1 = ex.op("mul", half_x, _polynomial(y, k_tables.I1_TAYLOR), dtype=d)
+    rest = ex.op("truediv", _chebyshev(t, k_tables.K1_SMALL_CHEBYSHEV), x, dtype=d)
+    return ex.op("add", ex.op("mul", log_half_x, i1, dtype=d), rest, dtype=d)
+
+
+def _bessel_k_large(x: ex.Expr, order: int, scaled: bool) -> ex.Expr:
+    """exp(x) K(x) sqrt(x) on x > 2 as a Chebyshev series in u = 4 / x - 1, divided by sqrt(x);
+    unscaled, times exp(-x / 2) twice so that a result below the normal range is rounded once
+    (exp(-x) alone is subnormal from x = 708 on). At +inf both give 0."""
+    d = x.dtype
+    u = ex.op("sub", ex.op("truediv", ex.constant(4.0, d), x, dtype=d), ex.constant(1.0, d), dtype=d)
+    table = k_tables.K0_LARGE_CHEBYSHEV if order == 0 else k_tables.K1_LARGE_CHEBYSHEV
+    value = ex.op("truediv", _chebyshev(u, table), ex.op("sqrt", x, dtype=d), dtype=d)
+    if scaled:
+        return value
+    half_decay = ex.op("exp", ex.op("mul", x, ex.constant(-0.5, d), dtype=d), dtype=d)
+    return ex.op("mul", ex.op("mul", value, half_decay, dtype=d), half_decay, dtype=d)
+
+
+def _bessel_k(order: int, scaled: bool):
+    """K0 or K1 (scaled: exp(x) K(x)) in fp64 from our own tables (tests/make_bessel_k_coefficients.py
+    derives them; its --check measures the kernels against mpmath: about 1e-15 relative). Like
+    eager: +inf at 0 (either sign), NaN for x < 0 and NaN, 0 at +inf."""
+    def build(x):
+        d = x.dtype
+        small = _bessel_k_small(x, order)
+        if scaled:
+            small = ex.op("mul", ex.op("exp", x, dtype=d), small, dtype=d)
+        value = ex.op("where", ex.op("le", x, ex.constant(2.0, d), dtype=torch.bool), small,
+                      _bessel_k_large(x, order, scaled), dtype=d)
+        value = ex.op("where", ex.op("eq", x, ex.constant(0.0, d), dtype=torch.bool), ex.constant(math.inf, d),
+                      value, dtype=d)
+        return ex.op("where", ex.op("lt", x, ex.constant(0.0, d), dtype=torch.bool), ex.constant(math.nan, d),
+                     value, dtype=d)
+    return lambda ctx, node, x: pointwise(node, [x], build, torch.float64)
+
+
+lowering(aten.special_modified_bessel_k0.default)(_bessel_k(0, scaled=False))
+lowering(aten.special_modified_bessel_k1.default)(_bessel_k(1, scaled=False))
+lowering(aten.special_scaled_modified_bessel_k0.default)(_bessel_k(0, scaled=True))
+lowering(aten.special_scaled_modified_bessel_k1.default)(_bessel_k(1, scaled=True))
