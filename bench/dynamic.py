@@ -316,13 +316,15 @@ def training_profile(name, args) -> list:
 
 
 def profile_length(name, args):
-    """--profile: wall time against kernel time, static and dynamic, at one length."""
+    """--profile: wall time against kernel time, tritonize static and dynamic and Inductor dynamic,
+    at one length."""
     model = build_model(name, args)
     n = args.profile
     x = tokens(model, args.batch, n, args.device)
     lines = []
-    for column, dynamic in (("static", False), ("dynamic", True)):
-        fn = compiled(model, "tritonize", dynamic)
+    for column, backend, dynamic in (("static", "tritonize", False), ("dynamic", "tritonize", True),
+                                     ("Inductor dynamic", "inductor", True)):
+        fn = compiled(model, backend, dynamic)
         with torch.no_grad():
             if dynamic and args.lengths and args.lengths[0] != n:
                 fn(tokens(model, args.batch, args.lengths[0], args.device))  # configs chosen there, as in (a)
