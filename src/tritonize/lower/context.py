@@ -32,6 +32,9 @@ from .dtypes import symbolic_size
 # A lazy value read by several consumers is stored once when recomputing it would read more.
 MAX_INLINE_LOADS_FOR_SHARED = 2
 MAX_INLINE_OPS_FOR_SHARED = 16
+# A stencil (neighbours of one buffer: diff's differences) is judged by its arithmetic alone, 32
+# ops a consumer being well within what a memory-bound kernel hides.
+MAX_INLINE_ARITHMETIC_FOR_STENCIL = 32
 MAX_INLINE_OPS = 200
 
 
@@ -139,8 +142,12 @@ class LoweringContext:
         if n_ops > MAX_INLINE_OPS:
             return self.realize_value(value)
         if num_users > 1:
-            n_loads = _distinct_streams(ex.loads(value.body))
-            if n_loads > MAX_INLINE_LOADS_FOR_SHARED or n_ops > MAX_INLINE_OPS_FOR_SHARED:
+            loads = ex.loads(value.body)
+            n_loads = _distinct_streams(loads)
+            stencil = n_loads < len({(e.args[0], e.args[1]) for e in loads})
+            over = _arithmetic_ops(value.body) > MAX_INLINE_ARITHMETIC_FOR_STENCIL if stencil \
+                else n_ops > MAX_INLINE_OPS_FOR_SHARED
+            if n_loads > MAX_INLINE_LOADS_FOR_SHARED or over:
                 return self.realize_value(value)
         return value
 
@@ -179,6 +186,17 @@ class LoweringContext:
             raise Unsupported(f"{call.origin} ({call.target}) returns a data-dependent "
                               f"{type(meta).__name__}, which kernels cannot take yet")
         return meta
+
+
+# Selections, comparisons and casts: what a cat or pad adds around each load, a few instructions.
+SELECTION_OPS = frozenset({"where", "masked", "lt", "le", "gt", "ge", "eq", "ne", "logical_and",
+                           "logical_or", "to_dtype"})
+
+
+def _arithmetic_ops(body) -> int:
+    """The ops recomputing a stencil costs: its selections and casts (a cat's, repeated at each
+    neighbour's offset) aside."""
+    return sum(1 for e in ex.walk(body) if e.op not in ("load", "constant", "index_expr") and e.op not in SELECTION_OPS)
 
 
 def _distinct_streams(loads) -> int:
