@@ -107,3 +107,18 @@ def test_lm_head_backward_with_symbolic_rows(device, vocab):
             torch.testing.assert_close(a, e, atol=2e-2, rtol=2e-2)
     aligned = sum(w.count("matmul_aligned(aten.") for w in (r.wrapper for r in recorder if r != "graph"))
     assert aligned == (3 if device == "cuda" and vocab % 8 != 0 else 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,cols,width,offset", [(5, 1027, 1032, 0), (9, 7, 16, 3), (1, 1, 8, 0), (0, 3, 8, 0)])
+def test_dense_rows_copies_a_view_of_padded_rows(device, dtype, rows, cols, width, offset):
+    """runtime/dense_copy.dense_rows: what matmul_aligned returns for an odd width; equal to the
+    view's values, dense, and the padded source untouched."""
+    from tritonize.runtime.dense_copy import dense_rows
+
+    source = torch.randn(rows * width + offset, device=device).to(dtype)
+    before = source.clone()
+    view = source[offset:].view(rows, width)[:, :cols]
+    copy = dense_rows(view)
+    assert copy.stride() == (cols, 1) and copy.shape == view.shape and copy.dtype == dtype
+    assert torch.equal(copy, view) and torch.equal(source, before)

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from .dense_copy import dense_rows
 from .fast_launch import cuda_device_getter
 from .launcher import load_kernel  # noqa: F401  (re-exported for wrappers)
 
@@ -107,7 +108,7 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
         bias = [bias_wide]
     out = _product(out_op, bias, a, b, kwargs, tall, wide)
     if wide != cols:
-        return out[:rows, :cols].contiguous()
+        return dense_rows(out[:rows, :cols])
     return out if tall == rows else out[:rows]  # whole rows of a dense result: dense
 
 

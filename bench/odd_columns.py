@@ -1,0 +1,67 @@
+"""A product with an odd number of columns (GPT-2's LM head: vocabulary 50257), three ways.
+
+    PYTHONPATH=src python3 bench/odd_columns.py [--rows 768,1048,1600,2048,3072] [--cols 50257]
+
+For each row count M (batch 8 x sequence lengths 96, 131, 200, 256, 384): hidden (M, K) times
+the transposed weight (K, N), bf16, timed as
+  direct   aten.mm into a dense (M, N) result (its rows start at odd offsets: cuBLAS may take
+           an unvectorized kernel),
+  padded   runtime/wrapper_support.matmul_aligned: the weight copied with N padded to a
+           multiple of 8, the product into (M, N + pad), then copied back dense (what tritonize
+           runs for a graph output),
+  gemm     the padded product alone (no copies: what it costs when the result can stay padded),
+  into_padded  the weight as it is, the product written into rows padded to a multiple of 8
+           (aten.mm.out into a strided view), then copied dense; and that product alone.
+Reports microseconds per call and which of direct / padded is faster.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from common import time_iterations
+from tritonize.runtime.wrapper_support import matmul_aligned
+
+
+def _into_padded(a, b, padded_cols):
+    """a @ b written by aten.mm.out into the first columns of rows padded to padded_cols (b as it
+    is: no copy of the weight); the (M, N) view of them."""
+    out = torch.empty(a.shape[0], padded_cols, device=a.device, dtype=a.dtype)[:, :b.shape[1]]
+    torch.mm(a, b, out=out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", default="768,1048,1600,2048,3072")
+    parser.add_argument("--cols", type=int, default=50257)
+    parser.add_argument("--depth", type=int, default=768)
+    args = parser.parse_args()
+    device, dtype = "cuda", torch.bfloat16
+    weight = torch.randn(args.cols, args.depth, device=device, dtype=dtype)
+    padded_cols = -(-args.cols // 8) * 8
+    weight_padded = torch.zeros(padded_cols, args.depth, device=device, dtype=dtype)
+    weight_padded[:args.cols].copy_(weight)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, N={args.cols}, K={args.depth}, bf16")
+    print("| M | direct us | padded us | padded GEMM alone us | into padded rows us | its GEMM alone us | faster |")
+    print("|---|---|---|---|---|---|---|")
+    for rows in (int(r) for r in args.rows.split(",")):
+        hidden = torch.randn(rows, args.depth, device=device, dtype=dtype)
+        ways = {
+            "direct": lambda: torch.mm(hidden, weight.t()),
+            "padded": lambda: matmul_aligned(torch.ops.aten.mm.out, hidden, weight.t()),
+            "gemm": lambda: torch.mm(hidden, weight_padded.t()),
+            "into_padded": lambda: _into_padded(hidden, weight.t(), padded_cols).contiguous(),
+            "into_padded_gemm": lambda: _into_padded(hidden, weight.t(), padded_cols),
+        }
+        torch.testing.assert_close(ways["padded"](), ways["direct"](), atol=0.5, rtol=0.05)
+        us = {k: time_iterations(f, device, warmup=3, iters=20, rounds=3) * 1e6 for k, f in ways.items()}
+        faster = "direct" if us["direct"] < us["padded"] else "padded"
+        torch.testing.assert_close(ways["into_padded"](), ways["direct"](), atol=0.5, rtol=0.05)
+        print(f"| {rows} | {us['direct']:.1f} | {us['padded']:.1f} | {us['gemm']:.1f} | "
+              f"{us['into_padded']:.1f} | {us['into_padded_gemm']:.1f} | {faster} |")
+
+
+if __name__ == "__main__":
+    main()
