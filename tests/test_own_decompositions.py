@@ -1,6 +1,6 @@
 """Ops lowered through decompositions (lower/own_decompositions.py and torch's, added to our
-table): adaptive pooling with uneven windows, 3-D max pooling, searchsorted and bucketize, against
-eager (values, indices, dtypes, strides), with no fallbacks."""
+table): adaptive pooling with uneven windows, 3-D max pooling, searchsorted and bucketize, bilinear,
+3-D grid sampling, against eager (values, indices, dtypes, strides), with no fallbacks."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -243,3 +243,106 @@ def test_nonzero_static_pads_and_cuts(size):
     _check(lambda t: torch.nonzero_static(t, size=size, fill_value=-7), x)
     _check(lambda t: torch.nonzero_static(t, size=size), (torch.randn(2, 3, 4, device=DEVICE) > 0.3))
     _check(lambda t: torch.nonzero_static(t, size=size), torch.tensor(2.0, device=DEVICE))
+
+
+# ----------------------------------------------------------------------------- bilinear, 3-D grid sampling
+
+def _check_inputs_unchanged(fn, *args, **tol):
+    """_check, and the inputs after the compiled call are the inputs before it."""
+    before = [a.clone() for a in args]
+    _check(fn, *args, **tol)
+    for a, b in zip(args, before):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("batch", [(), (5,), (2, 3), (0,)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_bilinear_is_a_reduction_of_the_product(device, batch, bias):
+    x1, x2 = torch.randn(*batch, 3, device=device), torch.randn(*batch, 4, device=device)
+    weight, b = torch.randn(6, 3, 4, device=device), torch.randn(6, device=device)
+    if bias:
+        _check_inputs_unchanged(F.bilinear, x1, x2, weight, b, atol=1e-5, rtol=1e-5)
+    else:
+        _check_inputs_unchanged(F.bilinear, x1, x2, weight, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.int32])
+def test_bilinear_dtypes(device, dtype):
+    if dtype == torch.int32 and device == "cuda":
+        pytest.skip("eager has no integer bilinear on CUDA")
+    make = (lambda *s: torch.randint(-4, 5, s, device=device).to(dtype)) if not dtype.is_floating_point else (
+        lambda *s: torch.randn(*s, device=device).to(dtype))
+    _check_inputs_unchanged(F.bilinear, make(4, 2, 5), make(4, 2, 3), make(7, 5, 3), make(7))
+
+
+def test_trilinear_other_expansions_and_sums(device):
+    """_trilinear as its own op: other expand/sum patterns (bilinear's backward uses them), a
+    negative dim, no sum at all, and eager's empty dim where no input has a size."""
+    x, y, z = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device), torch.randn(3, 5, device=device)
+    for expand, sumdim in (([[2], [0], [1]], [1]), ([[2], [0], [1]], [0, 2]), ([[-1], [0], [1]], [-2]),
+                           ([[2], [0], [1]], []), ([[2], [0], [1]], [0, 1, 2])):
+        _check(lambda a, b, c: torch.ops.aten._trilinear(a, b, c, *expand, sumdim), x, y, z, atol=1e-5, rtol=1e-5)
+    v = torch.randn(3, device=device)
+    _check(lambda a, b, c: torch.ops.aten._trilinear(a, b, c, [0], [0], [0], [1]), v, v * 2, v * 3)
+
+
+def _sampling_grid(device, n=2, points=(3, 4, 5)):
+    """Grid points on exact multiples of 1/8 in [-2.5, 2.5] (positions whose unnormalized values
+    are exact, half-way points included, so nearest sampling rounds ties), the edges -1 and 1
+    exactly, and arbitrary values."""
+    generator = torch.Generator().manual_seed(0)
+    grid = torch.randint(-20, 21, (n, *points, 3), generator=generator) / 8
+    flat = grid.view(-1, 3)
+    flat[:6] = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [-1.0, 1.0, 0.0], [1.0, -1.0, 0.5],
+                             [0.5, 0.0, -0.5], [1.5, -1.5, 3.0]])
+    flat[-20:] = torch.rand(20, 3, generator=generator) * 3 - 1.5
+    return grid.to(device)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d(device, mode, padding_mode, align_corners):
+    x = torch.randn(2, 3, 4, 5, 8, device=device)
+    x[0, 0, 0, 0, 0] = float("inf")  # a corner outside the input never reads it (nor multiplies it by 0)
+    _check_inputs_unchanged(
+        lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
+        x, _sampling_grid(device))
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_3d_non_finite_and_far_coordinates(device, padding_mode):
+    """NaN, infinite and far coordinates: eager's answers on this device (a NaN coordinate is
+    clipped to the last element on the CPU and to the first on CUDA; far points reflect, past
+    2**31 spans with the parity eager's int conversion gives on the device)."""
+    x = torch.randn(1, 2, 3, 4, 5, device=device)
+    grid = _sampling_grid(device, n=1)
+    # (far values whose unnormalized products are exact: eager's CUDA kernel may fuse them into an fma)
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 2.0 ** 33, -1.5 * 2 ** 31, 2.0 ** 100,
+                             123.375, -77.25])
+    grid.view(-1, 3)[:8, 0] = specials.to(device)
+    grid.view(-1, 3)[8:16, 1] = specials.to(device)
+    grid.view(-1, 3)[16:24, 2] = specials.to(device)
+    for mode in ("bilinear", "nearest"):
+        for align_corners in (False, True):
+            _check_inputs_unchanged(
+                lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
+                x, grid)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_grid_sample_3d_dtypes_and_layout(device, dtype):
+    """float64; bf16 computed in fp32 (eager on the CPU rounds every step to bf16: compared
+    with eager's fp32 answer, rounded); a channels-last input gives a contiguous result."""
+    x = torch.randn(2, 3, 4, 5, 8, device=device).to(memory_format=torch.channels_last_3d)
+    grid = _sampling_grid(device)
+    for mode in ("bilinear", "nearest"):
+        fn = lambda t, g: F.grid_sample(t, g, mode=mode, padding_mode="reflection", align_corners=False)
+        if dtype == torch.float64:
+            _check_inputs_unchanged(fn, x.double(), grid.double())
+            continue
+        actual, report = tritonize.run_and_explain(fn, x.to(dtype), grid.to(dtype))
+        assert not report.fallbacks
+        expected = fn(x.to(dtype).float(), grid.to(dtype).float()).to(dtype)
+        assert actual.dtype == dtype and actual.stride() == expected.stride()
+        assert_same(actual, expected)

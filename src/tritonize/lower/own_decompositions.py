@@ -1,7 +1,8 @@
 """Decompositions of our own, for ops torch has none for (or none that matches eager): adaptive
-pooling with uneven windows, 3-D max and average pooling, searchsorted, and torch's grid_sampler_2d
-with eager's answer at NaN coordinates. They are written with gathers and elementwise ops,
-which lower to pointwise kernels (a gather is an indirect load), so the whole op fuses.
+pooling with uneven windows, 3-D max and average pooling, searchsorted, torch's grid_sampler_2d
+with eager's answer at NaN coordinates, grid_sampler_3d, and _trilinear (bilinear). They are
+written with gathers and elementwise ops, which lower to pointwise kernels (a gather is an
+indirect load), so the whole op fuses.
 
 * adaptive pooling: output o of an axis of `size` inputs and `out` outputs pools the inputs
   [floor(o * size / out), ceil((o + 1) * size / out)), eager's window. The largest window has
@@ -16,12 +17,17 @@ which lower to pointwise kernels (a gather is an indirect load), so the whole op
 * searchsorted: the binary search of eager's kernel, unrolled (bit_length(M) steps for M
   boundaries), one gather per step. It keeps eager's comparisons: the left side moves past a
   boundary unless boundary >= value, the right side unless boundary > value, so NaN sorts last.
+* grid_sampler_3d: eager's arithmetic step by step (unnormalization, reflection, clipping, the
+  corner weights and their order), so that nearest sampling rounds the same values and
+  trilinear sampling sums the same terms; a corner outside the input is skipped, not weighted 0.
+* _trilinear: a sum over a product of broadcast inputs, which the reduction computes in its loop.
 * put: an index_put into the tensor seen as 1-D. index_add, index_copy, index_fill and
   index_reduce of a 0-d tensor: the same op on its one-element 1-D view (other ranks return NotImplemented and keep
   lower/scatter.py's lowering).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -227,6 +233,82 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
     return out
 
 
+def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
+    """Eager's 3-D sampler: trilinear (mode 0) or nearest (mode 1) sampling of x (N, C, D, H, W)
+    at grid (N, D', H', W', 3) points (x, y, z order), with zeros (0), border (1) or reflection
+    (2) padding. Coordinates are computed as eager computes them (fp16/bf16 in fp32): the same
+    unnormalization, reflection and clipping, so that nearest sampling rounds (half to even) the
+    same value. A corner outside the input adds nothing (not even 0 * its value: eager skips it);
+    the eight corners are summed in eager's order."""
+    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1, 2):
+        return NotImplemented  # (eager has no bicubic 3-D sampling)
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    n, c, depth, height, width = x.shape
+    points = grid.to(compute).unsqueeze(1)  # (N, 1, D', H', W', 3): broadcast over channels
+    source = [_source_coordinate(points[..., k], size, padding_mode, align_corners, x.device)
+              for k, size in enumerate((width, height, depth))]
+    batch = torch.arange(n, device=x.device).reshape(n, 1, 1, 1, 1)
+    channel = torch.arange(c, device=x.device).reshape(1, c, 1, 1, 1)
+
+    def sample(corner):
+        """x at a corner (float positions along x, y, z) and whether the corner is inside x."""
+        inside = None
+        for position, size in zip(corner, (width, height, depth)):
+            within = (position >= 0) & (position < size)
+            inside = within if inside is None else inside & within
+        ix, iy, iz = (torch.where(inside, position, 0).to(torch.int64) for position in corner)
+        return x[batch, channel, iz, iy, ix], inside
+
+    if interpolation_mode == 1:
+        value, inside = sample([s.round() for s in source])
+        return torch.where(inside, value, 0)
+    low = [s.floor() for s in source]
+    high = [s + 1 for s in low]
+    # along each axis, the weight of the low corner is high - s, of the high corner s - low
+    weights = [((h - s), (s - lo)) for s, lo, h in zip(source, low, high)]
+    total = None
+    for dz, dy, dx in itertools.product((0, 1), repeat=3):  # eager's order: x fastest, then y, z
+        value, inside = sample([(low, high)[d][k] for k, d in enumerate((dx, dy, dz))])
+        weight = weights[0][dx] * weights[1][dy] * weights[2][dz]
+        term = torch.where(inside, value.to(compute) * weight, 0)
+        total = term if total is None else total + term
+    return total.to(x.dtype)
+
+
+def _source_coordinate(coordinate, size, padding_mode, align_corners, device):
+    """A grid coordinate in [-1, 1] as a position along an input axis of `size` elements, padded
+    as eager pads it (eager's operations, in eager's order)."""
+    if align_corners:  # -1 and 1 are the centres of the first and last elements
+        position = (coordinate + 1) / 2 * (size - 1)
+    else:  # -1 and 1 are the outer edges of the first and last elements
+        position = ((coordinate + 1) * size - 1) / 2
+    if padding_mode == 2:
+        twice_low, twice_high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        position = _reflect(position, twice_low, twice_high, device)
+    if padding_mode in (1, 2):
+        # eager clips NaN to the last element on the CPU (std::min/max) and to the first on CUDA
+        # (fmin/fmax); reflection turns an infinite coordinate into NaN
+        nan_to = size - 1 if device.type == "cpu" else 0
+        position = torch.where(position.isnan(), nan_to, position.clamp(0, size - 1))
+    return position
+
+
+def _reflect(position, twice_low: int, twice_high: int, device):
+    """position reflected back and forth between low and high (given doubled, to be integers)
+    until inside, as eager's reflect_coordinates: by the distance from low, its remainder within
+    one span and the parity of the number of whole spans. Eager counts the spans as an int: past
+    2**31 spans that is even on the CPU (x86 gives INT_MIN) and odd on CUDA (it saturates)."""
+    if twice_low == twice_high:
+        return torch.zeros_like(position)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    distance = (position - low).abs()
+    extra = torch.fmod(distance, span)
+    spans = torch.floor(distance / span)
+    odd = (spans - 2 * torch.floor(spans / 2)) == 1
+    odd = torch.where(spans >= 2.0 ** 31, device.type != "cpu", odd)
+    return torch.where(odd, span - extra + low, extra + low)
+
+
 # --- searchsorted -------------------------------------------------------------------------------
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
@@ -298,6 +380,30 @@ def addbmm(x, batch1, batch2, *, beta=1, alpha=1):
     if beta == 0:
         return product.expand(torch.broadcast_shapes(x.shape, product.shape)).clone()
     return (x if beta == 1 else x * beta) + product
+
+
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """aten._trilinear (what F.bilinear calls): the product of the three inputs, each unsqueezed
+    at its expand dims, summed over sumdim; contiguous, as eager's. The product is an expression
+    the reduction computes in its loop (fp16/bf16 in fp32, rounded once), never a tensor in
+    memory. Eager's quirk kept: a dim that no input has and that is not summed has size 0."""
+    rank = i1.dim() + len(expand1)
+    torch._check(0 <= unroll_dim < rank, lambda: f"unroll_dim must be in [0, {rank - 1}]")
+    compute = torch.float32 if i1.dtype in (torch.float16, torch.bfloat16) else i1.dtype
+    expanded = [{d % rank for d in expand} for expand in (expand1, expand2, expand3)]
+    product = None
+    for t, dims in zip((i1, i2, i3), expanded):
+        for d in sorted(dims):  # eager unsqueezes in increasing order
+            t = t.unsqueeze(d)
+        product = t.to(compute) if product is None else product * t.to(compute)
+    summed = sorted({d % rank for d in sumdim})
+    kept = [d for d in range(rank) if d not in summed]
+    if any(all(d in dims for dims in expanded) for d in kept):
+        shape = [0 if all(d in dims for dims in expanded) else product.shape[d] for d in kept]
+        return i1.new_zeros(shape)
+    if summed:
+        product = product.sum(summed, dtype=compute)
+    return product.to(i1.dtype).contiguous()
 
 
 def _p_norm_of_last_dim(diff, p):
@@ -454,6 +560,7 @@ TABLE = {
     aten.max_pool3d_with_indices.default: max_pool3d_with_indices,
     aten.avg_pool3d.default: avg_pool3d,
     aten.grid_sampler_2d.default: grid_sampler_2d,
+    aten.grid_sampler_3d.default: grid_sampler_3d,
     aten.searchsorted.Tensor: searchsorted,
     aten.searchsorted.Scalar: searchsorted,
     aten.put.default: put,
@@ -463,6 +570,7 @@ TABLE = {
     aten.index_fill.int_Tensor: _on_one_element(aten.index_fill.int_Tensor, takes_source=False),
     aten.index_reduce.default: _on_one_element(aten.index_reduce.default, takes_source=True),
     aten.addbmm.default: addbmm,
+    aten._trilinear.default: trilinear,
     aten._cdist_forward.default: cdist,
     aten._pdist_forward.default: pdist,
     aten.masked_scatter.default: masked_scatter,
