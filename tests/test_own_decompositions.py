@@ -346,3 +346,17 @@ def test_grid_sample_3d_dtypes_and_layout(device, dtype):
         expected = fn(x.to(dtype).float(), grid.to(dtype).float()).to(dtype)
         assert actual.dtype == dtype and actual.stride() == expected.stride()
         assert_same(actual, expected)
+
+
+def test_a_large_bilinear_layer_stays_with_eager(device):
+    """Past MAX_TRILINEAR_MACS multiply-adds _trilinear is left to eager (its bmm runs on tensor
+    cores); the result is eager's and the fallback is reported."""
+    from tritonize.lower.own_decompositions import MAX_TRILINEAR_MACS
+
+    layer = torch.nn.Bilinear(128, 128, 64).to(device)
+    x1, x2 = torch.randn(1025, 128, device=device), torch.randn(1025, 128, device=device)
+    assert 1025 * 128 * 128 * 64 > MAX_TRILINEAR_MACS
+    with torch.no_grad():
+        _check(layer, x1, x2, allowed_fallbacks=["aten._trilinear.default"], atol=1e-4, rtol=1e-4)
+        _, report = tritonize.run_and_explain(layer, x1, x2)
+    assert set(report.fallbacks) == {"aten._trilinear.default"}, report.fallback_reasons

@@ -33,6 +33,7 @@ import math
 import torch
 from torch._decomp import decomposition_table as torch_decompositions
 from torch._meta_registrations import pooling_output_shape
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .pooling import MAX_TAPS
 
@@ -389,6 +390,8 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     memory. Eager's quirk kept: a dim that no input has and that is not summed has size 0."""
     rank = i1.dim() + len(expand1)
     torch._check(0 <= unroll_dim < rank, lambda: f"unroll_dim must be in [0, {rank - 1}]")
+    if not _small_product(i1, i2, i3, expand1, expand2, expand3, rank):
+        return NotImplemented  # a large layer: eager's bmm runs on tensor cores
     compute = torch.float32 if i1.dtype in (torch.float16, torch.bfloat16) else i1.dtype
     expanded = [{d % rank for d in expand} for expand in (expand1, expand2, expand3)]
     product = None
@@ -404,6 +407,22 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     if summed:
         product = product.sum(summed, dtype=compute)
     return product.to(i1.dtype).contiguous()
+
+
+# Multiply-adds above which _trilinear stays with eager (bmm on tensor cores): our reduction runs
+# them on CUDA cores, fine for small layers (a bilinear 16 x 16 -> 16 over 4096 rows is 2^24).
+MAX_TRILINEAR_MACS = 1 << 24
+
+
+def _small_product(i1, i2, i3, expand1, expand2, expand3, rank) -> bool:
+    """Whether the broadcast product of _trilinear's inputs provably has at most
+    MAX_TRILINEAR_MACS elements (symbolic sizes are judged without a guard)."""
+    size = [1] * rank
+    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        kept = [d for d in range(rank) if d not in {e % rank for e in expand}]
+        for d, n in zip(kept, t.shape):
+            size[d] = n if isinstance(size[d], int) and size[d] == 1 else size[d]
+    return statically_known_true(math.prod(size) <= MAX_TRILINEAR_MACS)
 
 
 def _p_norm_of_last_dim(diff, p):
