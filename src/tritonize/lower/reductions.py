@@ -148,8 +148,12 @@ def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer) -> Te
         mapping[reduction_vars(len(dims))[j]] = ModularIndexing(flat, stride, size) if j else FloorDiv(flat, stride)
     element = ex.substitute(body, mapping)
     if chunk * split != rnumel:
-        length = ex.index_expr(rnumel, torch.int64) if is_symbolic(rnumel) else ex.constant(rnumel, torch.int64)
-        inside = ex.op("lt", ex.index_expr(flat, torch.int64), length, dtype=torch.bool)
+        # the last chunk's end: r < rnumel - split_var * chunk, whose right side is the same for a
+        # whole row of partials (computed once a program), not r + split_var * chunk < rnumel
+        # computed at every element
+        rest = rnumel - split_var * chunk
+        inside = ex.op("lt", ex.index_expr(reduction_vars(1)[0], torch.int64), ex.index_expr(rest, torch.int64),
+                       dtype=torch.bool)
         element = ex.masked(inside, element, neutral_value(rtype, body.dtype))
     partial_size = (split,) + kept_size if outer else kept_size + (split,)
     partial = ReductionBuffer(ctx.new_name(), Layout(partial_size, contiguous_strides(partial_size), 0,
