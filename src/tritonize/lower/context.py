@@ -141,14 +141,8 @@ class LoweringContext:
         n_ops = ex.count_ops(value.body)
         if n_ops > MAX_INLINE_OPS:
             return self.realize_value(value)
-        if num_users > 1:
-            loads = ex.loads(value.body)
-            n_loads = _distinct_streams(loads)
-            stencil = n_loads < len({(e.args[0], e.args[1]) for e in loads})
-            over = _arithmetic_ops(value.body) > MAX_INLINE_ARITHMETIC_FOR_STENCIL if stencil \
-                else n_ops > MAX_INLINE_OPS_FOR_SHARED
-            if n_loads > MAX_INLINE_LOADS_FOR_SHARED or over:
-                return self.realize_value(value)
+        if num_users > 1 and _costly_to_recompute(value.body, n_ops):
+            return self.realize_value(value)
         return value
 
     def tensor_arg(self, name, size, stride, offset) -> TensorArg:
@@ -193,10 +187,24 @@ SELECTION_OPS = frozenset({"where", "masked", "lt", "le", "gt", "ge", "eq", "ne"
                            "logical_or", "to_dtype"})
 
 
+def _costly_to_recompute(body, n_ops: int) -> bool:
+    """Whether a value several consumers read is better stored: it reads more than
+    MAX_INLINE_LOADS_FOR_SHARED streams, or has more ops than MAX_INLINE_OPS_FOR_SHARED (a
+    stencil: more arithmetic than MAX_INLINE_ARITHMETIC_FOR_STENCIL)."""
+    loads = ex.loads(body)
+    streams = _distinct_streams(loads)
+    if streams > MAX_INLINE_LOADS_FOR_SHARED:
+        return True
+    if streams < len({(e.args[0], e.args[1]) for e in loads}):  # neighbours of one buffer
+        return _arithmetic_ops(body) > MAX_INLINE_ARITHMETIC_FOR_STENCIL
+    return n_ops > MAX_INLINE_OPS_FOR_SHARED
+
+
 def _arithmetic_ops(body) -> int:
     """The ops recomputing a stencil costs: its selections and casts (a cat's, repeated at each
     neighbour's offset) aside."""
-    return sum(1 for e in ex.walk(body) if e.op not in ("load", "constant", "index_expr") and e.op not in SELECTION_OPS)
+    skipped = SELECTION_OPS | {"load", "constant", "index_expr"}
+    return sum(1 for e in ex.walk(body) if e.op not in skipped)
 
 
 def _distinct_streams(loads) -> int:
