@@ -31,6 +31,31 @@ def test_compile_entry_point_and_options(device):
         tritonize.compile(model, mode="fastest")
 
 
+def test_torch_compile_mode_reaches_the_compiler(monkeypatch, device):
+    """torch.compile hands `mode` to a custom back end as a keyword: it becomes Options.mode (it
+    was ignored, so mode="max-autotune" did not autotune); an unknown mode is a clear error, and
+    "reduce-overhead" says that CUDA graphs are not built yet."""
+    import tritonize.backend as backend_module
+
+    seen = []
+    real = backend_module.make_backend
+    monkeypatch.setattr(backend_module, "make_backend", lambda options, *a, **k: seen.append(options) or real(options))
+    x = torch.randn(5, device=device)
+    for mode in ("max-autotune", "max-autotune-no-cudagraphs", "default"):
+        torch._dynamo.reset()
+        assert_same(torch.compile(lambda t: t.cos() * 2, backend="tritonize", mode=mode)(x), x.cos() * 2)
+        assert seen[-1].mode == mode
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match="CUDA graphs are not built yet"):
+        assert_same(torch.compile(lambda t: t.cos() * 3, backend="tritonize", mode="reduce-overhead")(x), x.cos() * 3)
+    assert seen[-1].mode == "reduce-overhead"
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown mode 'fastest'"):
+        torch.compile(lambda t: t.cos() * 4, backend="tritonize", mode="fastest")(x)
+    with pytest.warns(UserWarning, match="CUDA graphs are not built yet"):
+        tritonize.compile(lambda t: t.cos(), mode="reduce-overhead")
+
+
 def test_backend_found_without_import_when_installed():
     """Through the torch_dynamo_backends entry point (needs the package installed)."""
     from importlib.metadata import entry_points

@@ -11,6 +11,7 @@ caching/precompiled.py), and under aot_compile any other graph is refused with a
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -112,6 +113,20 @@ def report_output_strides(compiled) -> None:
 
 
 def tritonize_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The backend registered as "tritonize" (options from the environment and config.patch)."""
-    options = make_options(kwargs.get("options"))
+    """The backend registered as "tritonize" (options from the environment and config.patch,
+    torch.compile's `options`, and its `mode`, which torch hands a custom back end as a keyword)."""
+    mode = {"mode": kwargs["mode"]} if kwargs.get("mode") else {}
+    options = make_options(kwargs.get("options"), **mode)
+    warn_if_no_cuda_graphs(options)
     return make_backend(options)(gm, example_inputs)
+
+
+CUDA_GRAPH_MODES = ("reduce-overhead",)
+
+
+def warn_if_no_cuda_graphs(options: Options) -> None:
+    """mode="reduce-overhead" asks for CUDA graphs, which tritonize does not build yet (issue 18):
+    said once per Dynamo graph, and the other choices of the mode still apply."""
+    if options.mode in CUDA_GRAPH_MODES:
+        warnings.warn(f"tritonize: mode={options.mode!r}: CUDA graphs are not built yet, so this graph's "
+                      "kernels are launched one by one (as in the default mode)", stacklevel=2)

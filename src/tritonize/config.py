@@ -5,7 +5,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 
 | option      | values                    | default                | meaning                                   |
 |-------------|---------------------------|------------------------|-------------------------------------------|
-| mode        | "default", "max-autotune" | "default"              | how hard to search launch configs         |
+| mode        | "default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead" | "default" | how hard to search launch configs (the max-autotune modes search widely); reduce-overhead warns that CUDA graphs are not built yet. torch.compile's `mode=` arrives here |
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
