@@ -116,3 +116,25 @@ def test_a_computed_attention_bias_is_stored_in_aligned_rows(device, dynamic):
         assert re.search(r"16 \* \(\(\((s\d+) \+ 15\) // 16\)\), 1\)", allocation), allocation
     else:
         assert "(528, 176, 16, 1)" in allocation, allocation
+
+
+def test_an_attention_bias_already_in_aligned_rows_is_passed_as_it_is(device):
+    """A bias input that is a slice of aligned rows (here 32 elements wide, not the 16 we would pad
+    to) goes to the memory-efficient attention as it is: no copy (lower/fallback._has_aligned_rows)."""
+    from tritonize.backend import make_backend
+
+    def attention(q, bias):
+        return torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, bias, False)[0]
+
+    recorder = []
+    compiled = torch.compile(attention, backend=make_backend(recorder=recorder))
+    q = torch.randn(2, 3, 11, 8, device=device)
+    bias = torch.randn(2, 3, 11, 32, device=device)[..., :11]  # aligned rows, wider than ours
+    if device == "cpu":
+        with pytest.raises(NotImplementedError):
+            compiled(q, bias)
+    else:
+        torch.testing.assert_close(compiled(q, bias), attention(q, bias), atol=1e-5, rtol=1e-5)
+    wrapper = [r for r in recorder if r != "graph"][-1].wrapper
+    (call,) = [line for line in wrapper.splitlines() if "aten._scaled_dot_product" in line]
+    assert call.split("(", 1)[1].split(",")[3].strip() == "arg1_1", wrapper

@@ -10,7 +10,6 @@ flexible (torch's default for them is needs_exact_strides: a custom op may check
 and bernoulli fill in the input's memory order, so other strides would give other numbers)."""
 from __future__ import annotations
 
-import sympy
 import torch
 from torch._library.utils import get_layout_constraint_tag
 
@@ -138,31 +137,24 @@ def _with_aligned_bias(ctx, args: tuple, position: int, store) -> tuple:
     if not isinstance(bias, TensorValue) or bias.rank == 0:
         return args
     view = strided_view_of(bias, ctx.sizes)
-    if view is not None and _has_aligned_rows(bias.size, view[2], view[3]):
+    if view is not None and _has_aligned_rows(ctx.sizes, bias.size, view[2], view[3]):
         return args
     return args[:position] + (store(bias, aligned_row_strides(bias.size)),) + args[position + 1:]
 
 
-def _has_aligned_rows(size, stride, offset) -> bool:
+def _has_aligned_rows(sizes, size, stride, offset) -> bool:
     """Every stride but the last (of dims longer than 1) and the offset are provably multiples of
     BIAS_ROW_ALIGNMENT elements, and the last stride is 1."""
-    def aligned(n):
-        return sympy.Mod(sympy.sympify(n), BIAS_ROW_ALIGNMENT) == 0
-
     if size[-1] != 1 and stride[-1] != 1:
         return False
-    return aligned(offset) and all(aligned(st) for n, st in zip(size[:-1], stride[:-1]) if n != 1)
+    leading = [st for n, st in zip(size[:-1], stride[:-1]) if n != 1]
+    return all(sizes.known_multiple(n, BIAS_ROW_ALIGNMENT) for n in [offset, *leading])
 
 
 def aligned_row_strides(size) -> tuple:
     """Row-major strides of `size` with each row (the last dim) padded to BIAS_ROW_ALIGNMENT."""
     row = FloorDiv(size[-1] + BIAS_ROW_ALIGNMENT - 1, BIAS_ROW_ALIGNMENT) * BIAS_ROW_ALIGNMENT
-    strides = [1]
-    extent = row
-    for n in reversed(size[:-1]):
-        strides.append(extent)
-        extent = extent * n
-    return tuple(reversed(strides))
+    return contiguous_strides((*size[:-1], row))
 
 
 def _realize_exactly_as_traced(ctx, value, traced_node, store):

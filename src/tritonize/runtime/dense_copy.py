@@ -8,6 +8,8 @@ On the CPU it runs in Triton's interpreter (runtime/loader.py), like every gener
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 
@@ -32,6 +34,12 @@ def copy_rows(src, dst, rows, cols, src_row_stride, ALIGN: tl.constexpr, BLOCK_R
 BLOCK_R, BLOCK_C = 2, 4096
 
 
+@functools.cache
+def _kernel_module(interpret: bool):
+    """The kernel's module, loaded once per target (not hashed again at every call)."""
+    return load_source_module(SOURCE, "dense_copy", interpret=interpret)
+
+
 def dense_rows(view: torch.Tensor) -> torch.Tensor:
     """A dense copy of a 2-D view whose rows are contiguous (stride (s, 1), s >= its width)."""
     rows, cols = view.shape
@@ -42,7 +50,7 @@ def dense_rows(view: torch.Tensor) -> torch.Tensor:
     row_stride = view.stride(0)
     align = max(1, 16 // view.element_size()) if (row_stride * view.element_size()) % 16 == 0 \
         and view.data_ptr() % 16 == 0 else 1
-    module = load_source_module(SOURCE, "dense_copy", interpret=view.device.type == "cpu")
+    module = _kernel_module(view.device.type == "cpu")
     grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))
     module.copy_rows[grid](view, out, rows, cols, row_stride, ALIGN=align, BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C,
                            num_warps=4)
