@@ -390,10 +390,10 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     memory. Eager's quirk kept: a dim that no input has and that is not summed has size 0."""
     rank = i1.dim() + len(expand1)
     torch._check(0 <= unroll_dim < rank, lambda: f"unroll_dim must be in [0, {rank - 1}]")
-    if not _small_product(i1, i2, i3, expand1, expand2, expand3, rank):
+    expanded = [{d % rank for d in expand} for expand in (expand1, expand2, expand3)]
+    if not _small_product((i1, i2, i3), expanded, rank):
         return NotImplemented  # a large layer: eager's bmm runs on tensor cores
     compute = torch.float32 if i1.dtype in (torch.float16, torch.bfloat16) else i1.dtype
-    expanded = [{d % rank for d in expand} for expand in (expand1, expand2, expand3)]
     product = None
     for t, dims in zip((i1, i2, i3), expanded):
         for d in sorted(dims):  # eager unsqueezes in increasing order
@@ -414,12 +414,12 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
 MAX_TRILINEAR_MACS = 1 << 24
 
 
-def _small_product(i1, i2, i3, expand1, expand2, expand3, rank) -> bool:
-    """Whether the broadcast product of _trilinear's inputs provably has at most
-    MAX_TRILINEAR_MACS elements (symbolic sizes are judged without a guard)."""
+def _small_product(inputs, expanded, rank) -> bool:
+    """Whether the broadcast product of _trilinear's inputs (each unsqueezed at its `expanded`
+    dims) provably has at most MAX_TRILINEAR_MACS elements (symbolic sizes: without a guard)."""
     size = [1] * rank
-    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
-        kept = [d for d in range(rank) if d not in {e % rank for e in expand}]
+    for t, dims in zip(inputs, expanded):
+        kept = [d for d in range(rank) if d not in dims]
         for d, n in zip(kept, t.shape):
             size[d] = n if isinstance(size[d], int) and size[d] == 1 else size[d]
     return statically_known_true(math.prod(size) <= MAX_TRILINEAR_MACS)
