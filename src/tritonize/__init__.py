@@ -16,7 +16,7 @@ import contextlib
 import torch
 
 from . import config
-from .backend import make_backend, tritonize_backend, warn_if_no_cuda_graphs
+from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
 from .errors import CompileError, PrecompiledArtifactError
 from .caching.precompiled import load_precompiled, precompile
@@ -31,7 +31,6 @@ __all__ = ["compile", "explain", "run_and_explain", "config", "Options", "Compil
 def compile(model_or_fn, mode: str = "default", dynamic=None, options: dict | None = None):
     """torch.compile with the tritonize back end and tritonize's own options (see config)."""
     opts = make_options(options, mode=mode)
-    warn_if_no_cuda_graphs(opts)
     return torch.compile(model_or_fn, backend=make_backend(opts), dynamic=dynamic)
 
 

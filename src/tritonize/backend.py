@@ -53,6 +53,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return torch._dynamo.disable(aten_compiler("backward"))(gm, example_inputs)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
+        warn_if_no_cuda_graphs(options)
         if recorder is not None:
             recorder.append("graph")
         start_gpu_runtime(example_inputs, compiling=False)  # the driver: kernels load either way
@@ -117,7 +118,6 @@ def tritonize_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     torch.compile's `options`, and its `mode`, which torch hands a custom back end as a keyword)."""
     mode = {"mode": kwargs["mode"]} if kwargs.get("mode") else {}
     options = make_options(kwargs.get("options"), **mode)
-    warn_if_no_cuda_graphs(options)
     return make_backend(options)(gm, example_inputs)
 
 
@@ -129,4 +129,4 @@ def warn_if_no_cuda_graphs(options: Options) -> None:
     said once per Dynamo graph, and the other choices of the mode still apply."""
     if options.mode in CUDA_GRAPH_MODES:
         warnings.warn(f"tritonize: mode={options.mode!r}: CUDA graphs are not built yet, so this graph's "
-                      "kernels are launched one by one (as in the default mode)", stacklevel=2)
+                      "kernels are launched one by one (as in the default mode)", stacklevel=3)
