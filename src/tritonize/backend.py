@@ -18,6 +18,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 
 from .caching import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
+from .cuda_graph_plan import attach_cuda_graphs
 from .caching.graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
 from .lower.decompositions import decomposition_table
@@ -36,7 +37,9 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
 
     def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None):
         def compile_aten(gm, example_inputs):
-            compiled = compile_graph_cached(gm, example_inputs, options, next(_GRAPH_IDS))
+            graph_id = next(_GRAPH_IDS)
+            compiled = compile_graph_cached(gm, example_inputs, options, graph_id)
+            attach_cuda_graphs(compiled, gm, example_inputs, role, options, f"graph {graph_id} ({role})")
             record(compiled, role)
             report_output_strides(compiled)
             if pending is not None:
@@ -53,7 +56,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return torch._dynamo.disable(aten_compiler("backward"))(gm, example_inputs)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
-        warn_if_no_cuda_graphs(options)
+        warn_if_no_cuda_graphs(options, example_inputs)
         if recorder is not None:
             recorder.append("graph")
         start_gpu_runtime(example_inputs, compiling=False)  # the driver: kernels load either way
@@ -66,6 +69,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def compile_dynamo_graph(gm, example_inputs, precompiling: bool):
         key, hit = dynamo_cache.lookup(gm, example_inputs, options)
         if hit is not None:
+            attach_cuda_graphs(hit.compiled, None, example_inputs, "inference", options, "a cached graph")
             record(hit.compiled, "inference")
             return hit
         start_gpu_runtime(example_inputs, compiling=True)
@@ -121,12 +125,11 @@ def tritonize_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     return make_backend(options)(gm, example_inputs)
 
 
-CUDA_GRAPH_MODES = ("reduce-overhead",)
+def warn_if_no_cuda_graphs(options: Options, example_inputs) -> None:
+    """mode="reduce-overhead" records CUDA graphs of GPU graphs; on the CPU it has no effect:
+    said once per Dynamo graph (and in explain()), the mode's other choices still apply."""
+    from .cuda_graph_plan import CAPTURING_MODES, graph_device
 
-
-def warn_if_no_cuda_graphs(options: Options) -> None:
-    """mode="reduce-overhead" asks for CUDA graphs, which tritonize does not build yet (issue 18):
-    said once per Dynamo graph, and the other choices of the mode still apply."""
-    if options.mode in CUDA_GRAPH_MODES:
-        warnings.warn(f"tritonize: mode={options.mode!r}: CUDA graphs are not built yet, so this graph's "
+    if options.mode in CAPTURING_MODES and options.cudagraph_capture == "cuda" and graph_device(example_inputs) is None:
+        warnings.warn(f"tritonize: mode={options.mode!r}: a CPU graph has no CUDA graphs, so its "
                       "kernels are launched one by one (as in the default mode)", stacklevel=3)

@@ -5,7 +5,9 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 
 | option      | values                    | default                | meaning                                   |
 |-------------|---------------------------|------------------------|-------------------------------------------|
-| mode        | "default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead" | "default" | how hard to search launch configs (the max-autotune modes search widely); reduce-overhead warns that CUDA graphs are not built yet. torch.compile's `mode=` arrives here |
+| mode        | "default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead" | "default" | how hard to search launch configs (the max-autotune modes search widely); reduce-overhead records CUDA graphs (runtime/cuda_graphs.py; no effect on the CPU). torch.compile's `mode=` arrives here |
+| cudagraph_sizes | int                   | 8                      | reduce-overhead: sizes recorded per graph; past it, plain launches and a warning |
+| cudagraph_capture | "cuda", "fake"      | "cuda"                 | "fake": tests on the CPU record with a stand-in that re-runs the wrapper into the recorded outputs |
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
@@ -24,6 +26,7 @@ import os
 
 MODES = ("default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")
 FALLBACKS = ("error", "eager")
+CAPTURES = ("cuda", "fake")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +36,19 @@ class Options:
     debug_dir: str | None = None
     cache_dir: str | None = None
     fallback_random: bool = False
+    cudagraph_sizes: int = 8
+    cudagraph_capture: str = "cuda"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"tritonize: unknown mode {self.mode!r}; expected one of {MODES}")
         if self.fallback not in FALLBACKS:
             raise ValueError(f"tritonize: unknown fallback {self.fallback!r}; expected one of {FALLBACKS}")
+        if self.cudagraph_capture not in CAPTURES:
+            raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
+                             f"expected one of {CAPTURES}")
+        if self.cudagraph_sizes < 1:
+            raise ValueError(f"tritonize: cudagraph_sizes must be at least 1, not {self.cudagraph_sizes}")
 
 
 _OVERRIDES: contextvars.ContextVar[dict] = contextvars.ContextVar("tritonize_option_overrides", default={})

@@ -28,6 +28,8 @@ class GraphArtifacts:
     # symbolic sizes: heuristic choices baked in at the example's sizes, [heuristic, [sizes],
     # [extra], value] (no guards: a graph-cache hit where one comes out otherwise compiles afresh)
     choices: list = dataclasses.field(default_factory=list)
+    # run-time decisions said in the report (CUDA graphs: recorded, or why not), appended as they happen
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
@@ -41,6 +43,7 @@ class GraphArtifacts:
         for kernel, arg, reason in self.clones:
             lines.append(f"  clone of {kernel}({arg}): {reason}")
         lines += [f"  guard on sizes: {guard}" for guard in self.guards]
+        lines += [f"  {note}" for note in self.notes]
         return lines
 
 

@@ -1,0 +1,106 @@
+"""Compile-time decisions for CUDA graphs (mode="reduce-overhead", issue 18): which inputs a
+recording reads in place, which outputs are new values of mutated inputs, what the size key reads,
+and whether the graph can be captured at all. runtime/cuda_graphs.py does the rest at call time.
+
+The decisions come from AOTAutograd's metadata (TracingContext.fw_metadata): its static inputs
+(parameters and buffers), and its mutated inputs, whose new values the graph returns first. A
+backward graph's saved primal inputs are static where the forward's were.
+"""
+from __future__ import annotations
+
+import torch
+
+from .runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
+
+CAPTURING_MODES = ("reduce-overhead",)
+
+
+def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: str) -> None:
+    """Under a capturing mode, route `compiled`'s calls through a GraphRunner (and say what was
+    decided in its explain() notes); otherwise leave it alone."""
+    if options.mode not in CAPTURING_MODES:
+        return
+    notes = compiled.artifacts.notes
+    plan = capture_plan(gm, example_inputs, role, options.cudagraph_capture)
+    if plan.refusal is not None:
+        notes.append(f"CUDA graphs: off: {plan.refusal}")
+        return
+    device = graph_device(example_inputs) if options.cudagraph_capture == "cuda" else torch.device("cpu")
+    pool = pool_for(options.cudagraph_capture, device)
+    notes.append(f"CUDA graphs: recorded at the second call of each size (up to {options.cudagraph_sizes} "
+                 f"sizes), {len(plan.static)} static input(s), {len(plan.mutations)} input mutation(s) "
+                 "inside the graph")
+    compiled.call = GraphRunner(compiled.call, plan, pool, options.cudagraph_capture,
+                                options.cudagraph_sizes, notes, name)
+
+
+def graph_device(example_inputs) -> torch.device | None:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+            return x.device
+    return None
+
+
+def capture_plan(gm, example_inputs, role: str, capture: str) -> CapturePlan:
+    device = graph_device(example_inputs)
+    if capture == "cuda" and device is None:
+        return CapturePlan(refusal="a CPU graph (mode='reduce-overhead' has no effect on the CPU)")
+    if gm is not None and any(node.meta.get("unbacked_bindings") for node in gm.graph.nodes):
+        return CapturePlan(refusal="data-dependent sizes (the graph reads a size from the GPU)")
+    metadata = _aot_metadata()
+    return CapturePlan(static=frozenset(static_inputs(gm, role, metadata)),
+                       mutations=tuple(mutated_input_outputs(example_inputs, role, metadata)),
+                       key=tuple(size_key(example_inputs, device)))
+
+
+def _aot_metadata():
+    context = torch._guards.TracingContext.try_get()
+    return getattr(context, "fw_metadata", None) if context is not None else None
+
+
+def static_inputs(gm, role: str, metadata) -> list[int]:
+    """Input positions AOTAutograd marks static (parameters, buffers); for a backward graph, the
+    saved primal inputs whose forward input was static."""
+    static = list(getattr(metadata, "static_input_indices", None) or [])
+    if role != "backward" or gm is None:
+        return static
+    names = [node.name for node in gm.graph.nodes if node.op == "placeholder"]
+    forward_static = set(static)
+    return [position for position, name in enumerate(names)
+            if name.startswith("primals_") and name[len("primals_"):].isdigit()
+            and int(name[len("primals_"):]) - 1 in forward_static]
+
+
+def mutated_input_outputs(example_inputs, role: str, metadata) -> list[tuple[int, int]]:
+    """(output position, input position) for each output that is the new data of an input the
+    graph mutates, where writing it into the input inside the graph is what AOTAutograd would do
+    after the call (same shape and dtype, data only, no gradient)."""
+    if role == "backward" or metadata is None:
+        return []
+    pairs = []
+    indices = list(getattr(metadata, "mutated_inp_runtime_indices", None) or [])
+    infos = getattr(metadata, "input_info", [])
+    for out_position, in_position in enumerate(indices):
+        info = infos[in_position] if in_position < len(infos) else None
+        x = example_inputs[in_position] if in_position < len(example_inputs) else None
+        if info is None or not isinstance(x, torch.Tensor) or x.requires_grad:
+            continue
+        if getattr(info, "mutates_data", False) and not getattr(info, "mutates_metadata", True) \
+                and not getattr(info, "mutates_storage_metadata", True):
+            pairs.append((out_position, in_position))
+    return pairs
+
+
+def size_key(example_inputs, device) -> list[tuple[int, str]]:
+    """What a call's size key reads: size arguments, the shapes of tensors with symbolic sizes,
+    and host scalars (0-d CPU tensors, whose value a capture bakes in)."""
+    key = []
+    for position, x in enumerate(example_inputs):
+        if isinstance(x, (int, torch.SymInt)):
+            key.append((position, "int"))
+        elif isinstance(x, torch.Tensor):
+            if device is not None and x.device.type == "cpu" and x.dim() == 0:
+                key.append((position, "host"))
+            elif any(not isinstance(d, int) for d in x.shape):
+                key.append((position, "shape"))
+    return key

@@ -1,0 +1,411 @@
+"""CUDA graphs for mode="reduce-overhead" (issue 18; the design: docs/design.md, "CUDA graphs").
+
+A `GraphRunner` stands in for one compiled graph's wrapper `call(args)`. Per size key (the
+values of the graph's size symbols, read from the inputs; one key for a static graph) the first
+call runs plain (Triton compiles and tunes, the libraries initialise), the second records a CUDA
+graph into the device's shared pool, and every later call replays it.
+
+- **Fixed inputs** are read in place by the recording: parameters and buffers, inputs the graph
+  mutates, tensors that live in another recording's outputs or fixed inputs (a forward's saved
+  activations reaching the backward), and tensors found at the same address at the warm-up call
+  and the recording call. Their addresses are compared at every call; a change records again
+  (and an input that was only found stable is copied from then on).
+- **Other tensor inputs** are copied into the recording's own buffers before each replay.
+- **Outputs** live in pool memory that every replay writes. Each call hands out new storages
+  over that memory; before a replay that may overwrite it, a storage the caller still holds is
+  evacuated: its bytes are copied to fresh memory and the storage is re-pointed there, so every
+  view the caller made follows (`evacuate`). An output that views an input is rebuilt from the
+  caller's own input; the new value of a mutated input is written into the input inside the graph.
+
+The capture itself is pluggable: `CudaCapture` records with torch.cuda.CUDAGraph; `FakeCapture`
+(tests on the CPU) re-runs the wrapper and copies its results into the memory the recording
+returned first, which is what a replay does to that memory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import warnings
+
+import torch
+
+WARM_UP_CALLS = 1  # plain calls of a size key before it is recorded
+MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclasses.dataclass(frozen=True)
+class CapturePlan:
+    """What compiling decided about a graph's inputs (capture_plan.py builds it).
+
+    static: input positions read in place (parameters, buffers, saved tensors of parameters);
+    mutations: (output position, input position) for each output that is the new value of a
+    mutated input; key: (input position, "int" | "shape" | "host") for what the size key reads;
+    refusal: why this graph cannot be captured at all, or None."""
+
+    static: frozenset = frozenset()
+    mutations: tuple = ()
+    key: tuple = ()
+    refusal: str | None = None
+
+
+# ----------------------------------------------------------------------------- captures
+
+
+class CudaCapture:
+    """Records with a CUDA graph into one memory pool."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.graph = None
+
+    def record(self, run):
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local"):
+            outputs = run()
+        return outputs
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+class FakeCapture:
+    """The CPU stand-in: a replay re-runs the wrapper and writes its results into the tensors the
+    recording returned, as a CUDA graph's replay writes its outputs' memory again."""
+
+    def __init__(self, pool=None):
+        self.run = None
+        self.outputs = ()
+        self.recorded_this_call = False
+
+    def record(self, run):
+        self.run = run
+        self.outputs = run()
+        self.recorded_this_call = True  # (a CUDA capture runs nothing: the first replay does)
+        return self.outputs
+
+    def replay(self) -> None:
+        if self.recorded_this_call:
+            self.recorded_this_call = False
+            return
+        for recorded, fresh in zip(self.outputs, self.run()):
+            if isinstance(recorded, torch.Tensor) and recorded.data_ptr() != fresh.data_ptr():
+                with torch.no_grad():
+                    recorded.copy_(fresh)
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def storage_over(data_ptr: int, nbytes: int, device: torch.device):
+    """A new storage object over memory it does not own."""
+    return torch._C._construct_storage_from_data_pointer(data_ptr, device, nbytes)
+
+
+def tensor_on(storage, meta: dict) -> torch.Tensor:
+    if meta["device"].type == "cuda":
+        return torch._C._construct_CUDA_Tensor_From_Storage_And_Metadata(meta, storage)
+    return torch.empty(0, dtype=meta["dtype"], device=meta["device"]).set_(
+        storage, meta["storage_offset"], meta["size"], meta["stride"])
+
+
+def alias_of(x: torch.Tensor) -> torch.Tensor:
+    """The same memory through a storage of our own, which does not count as the caller's."""
+    storage = x.untyped_storage()
+    meta = {"size": tuple(x.shape), "stride": tuple(x.stride()), "dtype": x.dtype, "device": x.device,
+            "storage_offset": x.storage_offset(), "nbytes": storage.nbytes(), "data_ptr": storage.data_ptr()}
+    return tensor_on(storage_over(storage.data_ptr(), storage.nbytes(), x.device), meta)
+
+
+def held_by_caller(storage) -> bool:
+    """True while a tensor other than our own reference uses this storage."""
+    return torch._C._storage_Use_Count(storage._cdata) > 1
+
+
+def evacuate(storage) -> None:
+    """Move a handed-out storage's bytes out of pool memory: copy them to fresh memory and
+    re-point the storage (and so every view of it) there."""
+    fresh = torch.empty(storage.nbytes(), dtype=torch.uint8, device=storage.device).untyped_storage()
+    fresh.copy_(storage)
+    storage._swap_data_ptr_(fresh)
+
+
+@dataclasses.dataclass
+class OutputSpec:
+    """How a replay's output is built: kind "pool" (a, meta: storage index and tensor metadata),
+    "input" (a: input position; view: size, stride, offset from the input's own offset),
+    "mutated" (a: the input position it is the new value of), "value" (a: the object itself)."""
+
+    kind: str
+    a: object = None
+    meta: dict | None = None
+
+
+def _describe_outputs(outputs, inputs, mutated: dict):
+    """OutputSpecs for what the recording returned, and the pool storages they use
+    [(data_ptr, nbytes, device)]."""
+    by_storage = {x.untyped_storage().data_ptr(): i for i, x in enumerate(inputs)
+                  if isinstance(x, torch.Tensor)}
+    storages: dict = {}
+    specs = []
+    for position, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            specs.append(OutputSpec("value", out))
+            continue
+        if position in mutated:
+            specs.append(OutputSpec("mutated", mutated[position]))
+            continue
+        base = out.untyped_storage().data_ptr()
+        meta = {"size": tuple(out.shape), "stride": tuple(out.stride()), "dtype": out.dtype,
+                "device": out.device, "storage_offset": out.storage_offset(),
+                "nbytes": out.untyped_storage().nbytes(), "data_ptr": base}
+        if base in by_storage:
+            source = inputs[by_storage[base]]
+            meta["storage_offset"] -= source.storage_offset()
+            specs.append(OutputSpec("input", by_storage[base], meta))
+            continue
+        index = storages.setdefault(base, (len(storages), out.untyped_storage().nbytes(), out.device))[0]
+        specs.append(OutputSpec("pool", index, meta))
+    return specs, [(ptr, nbytes, device) for ptr, (_, nbytes, device) in storages.items()]
+
+
+# ----------------------------------------------------------------------------- recordings
+
+
+class Recording:
+    """One captured graph for one size key: its inputs, its outputs, and what it handed out."""
+
+    def __init__(self, capture, order: int, fixed: list, copies: list, specs: list, storages: list,
+                 kept_outputs, inputs: list):
+        self.capture = capture
+        self.order = order  # capture sequence in the pool
+        self.fixed = fixed  # input positions read in place
+        self.fixed_ptrs = None  # their addresses (set by the runner)
+        self.copies = copies  # [(input position, our buffer)]
+        self.specs = specs
+        self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
+        self.kept_outputs = kept_outputs  # keeps that memory ours
+        self.inputs = inputs  # what the capture read (keeps our buffers and fixed inputs alive)
+        self.handed: list = []  # storages handed out by the last replay
+
+    def owns(self, data_ptr: int) -> bool:
+        return any(start <= data_ptr < start + nbytes for start, nbytes, _ in self.storages)
+
+    def protect_outputs(self) -> None:
+        """Evacuate what the caller still holds from the last replay; forget the rest."""
+        for storage in self.handed:
+            if held_by_caller(storage):
+                evacuate(storage)
+        self.handed = []
+
+    def outputs_for(self, args) -> list:
+        storages = [storage_over(ptr, nbytes, device) for ptr, nbytes, device in self.storages]
+        self.handed = storages
+        outputs = []
+        for spec in self.specs:
+            if spec.kind == "pool":
+                outputs.append(tensor_on(storages[spec.a], spec.meta))
+            elif spec.kind == "mutated":
+                outputs.append(args[spec.a])
+            elif spec.kind == "input":
+                source, meta = args[spec.a], spec.meta
+                outputs.append(source.as_strided(meta["size"], meta["stride"],
+                                                 source.storage_offset() + meta["storage_offset"]))
+            else:
+                outputs.append(spec.a)
+        return outputs
+
+
+class GraphPool:
+    """The recordings of one device, sharing one memory pool. A replay may overwrite memory that
+    its own capture freed; recordings captured later may have put their outputs there, so a
+    replay first protects its own outputs and theirs (`before_replay`)."""
+
+    def __init__(self, handle=None):
+        self.handle = handle
+        self.recordings: list[Recording] = []
+        self._order = itertools.count()
+
+    def next_order(self) -> int:
+        return next(self._order)
+
+    def before_replay(self, recording: Recording) -> None:
+        for other in self.recordings:
+            if other.order >= recording.order and other.handed:
+                other.protect_outputs()
+
+    def resident(self, data_ptr: int) -> bool:
+        """True for memory a recording of this pool owns or reads in place."""
+        return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
+
+    def drop(self, recording: Recording) -> None:
+        recording.protect_outputs()
+        self.recordings.remove(recording)
+
+
+_POOLS: dict = {}  # (capture kind, device) -> GraphPool: one pool per device, as the allocator has
+
+
+def pool_for(kind: str, device: torch.device) -> GraphPool:
+    key = (kind, str(device))
+    if key not in _POOLS:
+        handle = torch.cuda.graph_pool_handle() if kind == "cuda" else None
+        _POOLS[key] = GraphPool(handle)
+    return _POOLS[key]
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+class GraphRunner:
+    """Calls a compiled graph's wrapper through CUDA graph recordings (see the module's text).
+    notes: the graph's explain() lines, which this appends to; name: the graph, for messages."""
+
+    def __init__(self, call, plan: CapturePlan, pool: GraphPool, capture_kind: str, max_sizes: int,
+                 notes: list, name: str):
+        self.call = call
+        self.plan = plan
+        self.pool = pool
+        self.capture_kind = capture_kind
+        self.max_sizes = max_sizes
+        self.notes = notes
+        self.name = name
+        self.mutated = dict(plan.mutations)
+        self.recordings: dict = {}
+        self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
+        self.records_of: dict = {}  # key -> how many times it was recorded
+        self.demoted: dict = {}  # key -> input positions that moved while read in place
+        self.refusal = plan.refusal
+        self.plain_keys: set = set()
+        self._warned = False
+
+    def __call__(self, args):
+        if self.refusal is not None:
+            return self.call(args)
+        key = self._key(args) if self.plan.key else ()
+        recording = self.recordings.get(key)
+        if recording is not None and self._fixed_in_place(recording, args):
+            return self._replay(recording, args)
+        return self._without_recording(key, recording, args)
+
+    def _key(self, args) -> tuple:
+        parts = []
+        for position, kind in self.plan.key:
+            value = args[position]
+            parts.append(value if kind == "int" else tuple(value.shape) if kind == "shape" else value.item())
+        return tuple(parts)
+
+    @staticmethod
+    def _fixed_in_place(recording: Recording, args) -> bool:
+        return [args[i].data_ptr() for i in recording.fixed] == recording.fixed_ptrs
+
+    def _replay(self, recording: Recording, args):
+        copies = recording.copies
+        if copies:
+            with torch.no_grad():
+                for position, buffer in copies:
+                    buffer.copy_(args[position])
+        self.pool.before_replay(recording)
+        recording.capture.replay()
+        outputs = recording.outputs_for(args)
+        args.clear()
+        return outputs
+
+    def _without_recording(self, key, stale: Recording | None, args):
+        if stale is not None:  # a fixed input moved: record again, copying inputs only found stable
+            moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
+            self.demoted.setdefault(key, set()).update(i for i in moved if i not in self.plan.static
+                                                       and i not in self.mutated.values())
+            self.pool.drop(stale)
+            del self.recordings[key]
+            if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
+                self._stop_key(key, f"the addresses of inputs {moved} keep changing")
+        if key in self.plain_keys:
+            return self.call(args)
+        if key not in self.warm:
+            return self._warm_up(key, args)
+        if len(self.recordings) >= self.max_sizes:
+            self._stop_key(key, f"more sizes than cudagraph_sizes={self.max_sizes}")
+            return self.call(args)
+        return self._record(key, args)
+
+    def _warm_up(self, key, args):
+        self.warm[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in args]
+        return self.call(args)
+
+    def _stop_key(self, key, reason: str) -> None:
+        self.plain_keys.add(key)
+        self._say(f"sizes {key} run plain launches: {reason}")
+
+    def _say(self, text: str) -> None:
+        self.notes.append(f"CUDA graphs: {text}")
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"tritonize: {self.name}: CUDA graphs: {text}", stacklevel=4)
+
+    def _record(self, key, args):
+        problem = _uncapturable_input(args) if self.capture_kind == "cuda" else None
+        if problem is not None:
+            return self._refuse(problem, args)
+        fixed = self._fixed_positions(key, args)
+        copies, inputs = [], list(args)
+        with torch.no_grad():
+            for position, x in enumerate(args):
+                if isinstance(x, torch.Tensor) and position in fixed:
+                    inputs[position] = alias_of(x)  # holding the caller's storage would keep it "live"
+                elif isinstance(x, torch.Tensor):
+                    buffer = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+                    buffer.copy_(x)
+                    copies.append((position, buffer))
+                    inputs[position] = buffer
+        capture = CudaCapture(self.pool.handle) if self.capture_kind == "cuda" else FakeCapture()
+        try:
+            outputs = capture.record(lambda: self._captured_call(inputs))
+        except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
+            return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args)
+        outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+        specs, storages = _describe_outputs(outputs, inputs, self.mutated)
+        recording = Recording(capture, self.pool.next_order(), sorted(fixed), copies, specs, storages,
+                              outputs, inputs)
+        recording.fixed_ptrs = [args[i].data_ptr() for i in recording.fixed]
+        self.pool.recordings.append(recording)
+        self.recordings[key] = recording
+        self.records_of[key] = self.records_of.get(key, 0) + 1
+        self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, "
+                          f"{len(copies)} copied")
+        return self._replay(recording, args)
+
+    def _captured_call(self, inputs):
+        outputs = self.call(list(inputs))
+        with torch.no_grad():
+            for out_position, in_position in self.plan.mutations:
+                inputs[in_position].copy_(outputs[out_position])
+        return outputs
+
+    def _fixed_positions(self, key, args) -> set:
+        demoted = self.demoted.get(key, set())
+        warm = self.warm.get(key) or []
+        fixed = set()
+        for position, x in enumerate(args):
+            if not isinstance(x, torch.Tensor):
+                continue
+            ptr = x.data_ptr()
+            if position in self.plan.static or position in self.mutated.values() or self.pool.resident(ptr) \
+                    or (position not in demoted and position < len(warm) and warm[position] == ptr):
+                fixed.add(position)
+        return fixed
+
+    def _refuse(self, reason: str, args):
+        self.refusal = reason
+        self._say(f"off, every call launches kernels one by one: {reason}")
+        return self.call(args)
+
+
+def _uncapturable_input(args) -> str | None:
+    for position, x in enumerate(args):
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0:
+            return f"input {position} is a CPU tensor"
+    return None

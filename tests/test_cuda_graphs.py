@@ -1,0 +1,250 @@
+"""mode="reduce-overhead": CUDA graph recordings (runtime/cuda_graphs.py, cuda_graph_plan.py).
+
+On the CPU the recordings use FakeCapture (a replay re-runs the wrapper and writes its results
+into the memory the recording returned first, as a CUDA replay does), so what the runner decides
+(what is read in place, what is copied, when to record again, which outputs to evacuate) is
+checked against eager here; on the GPU (TRITONIZE_TEST_DEVICE=cuda) the same tests capture real
+CUDA graphs. Every test compares with eager, and checks the caller's inputs and kept outputs.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tritonize
+from tritonize.backend import make_backend
+from tritonize.cuda_graph_plan import capture_plan
+from tritonize.runtime import cuda_graphs
+from helpers import assert_same
+
+
+def compiled(fn, device, recorder=None, dynamic=None, **options):
+    torch._dynamo.reset()
+    capture = "fake" if device == "cpu" else "cuda"
+    opts = tritonize.make_options({"cudagraph_capture": capture, **options}, mode="reduce-overhead")
+    return torch.compile(fn, backend=make_backend(opts, recorder), dynamic=dynamic)
+
+
+def notes(recorder) -> list[str]:
+    return [note for art in recorder if art != "graph" for note in art.notes]
+
+
+def recorded(recorder) -> int:
+    return sum(note.startswith("CUDA graphs: recorded sizes") for note in notes(recorder))
+
+
+def mlp(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                               torch.nn.Linear(32, 8)).to(device)
+
+
+def test_replays_match_eager_and_record_once(device):
+    model, recorder = mlp(device), []
+    f = compiled(model, device, recorder)
+    with torch.no_grad():
+        for step in range(5):
+            x = torch.randn(4, 16, device=device)
+            assert_same(f(x), model(x))
+    assert recorded(recorder) == 1, notes(recorder)
+    assert any("static input" in note for note in notes(recorder))
+
+
+def test_kept_outputs_are_never_overwritten(device):
+    """The caller keeps every output (and a view of one) across replays: each keeps its value."""
+    model = mlp(device)
+    f = compiled(model, device)
+    kept, expected = [], []
+    with torch.no_grad():
+        for step in range(6):
+            x = torch.randn(4, 16, device=device)
+            out = f(x)
+            kept.append(out[:, 2:] if step % 2 else out)
+            expected.append(model(x)[:, 2:] if step % 2 else model(x))
+        for k, e in zip(kept, expected):
+            assert_same(k, e)
+
+
+def test_dropped_outputs_cost_no_copy(device, monkeypatch):
+    model, moved = mlp(device), []
+    real = cuda_graphs.evacuate
+    monkeypatch.setattr(cuda_graphs, "evacuate", lambda storage: moved.append(1) or real(storage))
+    f = compiled(model, device)
+    with torch.no_grad():
+        for step in range(5):
+            x = torch.randn(4, 16, device=device)
+            assert_same(f(x).sum(), model(x).sum())
+    assert not moved
+    with torch.no_grad():
+        kept = f(x)
+        f(x)
+    assert len(moved) == 1
+    assert_same(kept, model(x))
+
+
+def test_input_mutation_happens_in_the_caller_tensor(device):
+    """A KV-cache-like buffer written with index_copy_ every call: the caller's tensor is
+    updated as eager updates it, and the update is part of the recording."""
+    cache = torch.zeros(2, 10, 4, device=device)
+    expected_cache = cache.clone()
+
+    def step(cache, k, pos):
+        cache.index_copy_(1, pos, k)
+        return cache.sum(1) * 2
+
+    recorder = []
+    f = compiled(step, device, recorder)
+    for t in range(6):
+        k = torch.randn(2, 1, 4, device=device)
+        pos = torch.tensor([t], device=device)
+        out = f(cache, k, pos)
+        assert_same(out, step(expected_cache, k, pos))
+        assert_same(cache, expected_cache)
+    assert any("1 input mutation(s) inside the graph" in note for note in notes(recorder)), notes(recorder)
+    assert recorded(recorder) == 1
+
+
+def test_output_viewing_an_input_views_the_callers_tensor(device):
+    def fn(x, y):
+        return x.t(), (x + y).relu()
+
+    f = compiled(fn, device)
+    for step in range(4):
+        x, y = torch.randn(3, 5, device=device), torch.randn(3, 5, device=device)
+        view, out = f(x, y)
+        assert_same(out, fn(x, y)[1])
+        assert view.data_ptr() == x.data_ptr() and view.stride() == (1, 5)
+        assert_same(view, x.t())
+
+
+def test_moved_parameter_records_again(device):
+    model, recorder = mlp(device), []
+    f = compiled(model, device, recorder)
+    x = torch.randn(4, 16, device=device)
+    with torch.no_grad():
+        for step in range(3):
+            assert_same(f(x), model(x))
+        model[0].weight.data = model[0].weight.data * 0.5  # new memory, same shape
+        for step in range(3):
+            assert_same(f(x), model(x))
+    assert recorded(recorder) == 2, notes(recorder)
+
+
+def test_one_recording_per_size_up_to_the_limit(device):
+    def fn(x):
+        return torch.softmax(x * 3, dim=-1) + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder, dynamic=True, cudagraph_sizes=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 5, 7, 3, 5, 7, 3, 5, 7):
+            x = torch.randn(n, 6, device=device)
+            assert_same(f(x), fn(x))
+    assert recorded(recorder) == 2, notes(recorder)
+    assert any("more sizes than cudagraph_sizes=2" in str(w.message) for w in caught)
+
+
+def test_training_steps_match_eager(device):
+    torch.manual_seed(0)
+    model = mlp(device)
+    reference = mlp(device)
+    recorder = []
+    f = compiled(model, device, recorder)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(5):
+        x = torch.randn(4, 16, device=device)
+        for net, optimizer, call in ((model, opt, f), (reference, ref_opt, reference)):
+            optimizer.zero_grad()
+            loss = call(x).square().mean()
+            loss.backward()
+            optimizer.step()
+        assert_same(loss, reference(x).square().mean() * 0 + loss)
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p, q, atol=1e-5, rtol=1e-4)
+    roles = {art.role for art in recorder if art != "graph"}
+    assert roles == {"forward", "backward"}
+    assert recorded(recorder) == 2, notes(recorder)  # forward and backward
+
+
+def test_two_forwards_before_backward(device):
+    """Gradient accumulation: the first forward's saved tensors are alive at the second replay."""
+    torch.manual_seed(0)
+    model, reference = mlp(device), mlp(device)
+    f = compiled(model, device)
+    for step in range(4):
+        xs = [torch.randn(4, 16, device=device) for _ in range(2)]
+        for net, call in ((model, f), (reference, reference)):
+            net.zero_grad()
+            losses = [call(x).square().mean() for x in xs]
+            sum(losses).backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_plan_reads_aot_metadata_and_refuses_what_cannot_be_captured(device):
+    """Parameters are static, data-dependent sizes are refused, and on the CPU a real capture is
+    refused with the reason."""
+    seen = []
+
+    def spy(gm, example_inputs):
+        from functorch.compile import make_boxed_func
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def inference(g, inputs):
+            seen.append(capture_plan(g, inputs, "inference", "fake"))
+            seen.append(capture_plan(g, inputs, "inference", "cuda"))
+            return make_boxed_func(g)
+
+        return aot_module_simplified(gm, example_inputs, fw_compiler=inference)
+
+    model = torch.nn.Linear(4, 4)
+    with torch.no_grad():
+        torch.compile(model, backend=spy)(torch.randn(2, 4))
+    fake, real = seen
+    assert fake.static == {0, 1} and fake.refusal is None and fake.key == ()
+    assert real.refusal == "a CPU graph (mode='reduce-overhead' has no effect on the CPU)"
+
+    torch._dynamo.reset()
+    seen.clear()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        torch.compile(lambda x: torch.nonzero(x).float().sum(), backend=spy)(torch.randn(5))
+    assert seen[0].refusal.startswith("data-dependent sizes")
+
+
+def test_symbolic_graph_key_reads_sizes(device):
+    seen = []
+
+    def spy(gm, example_inputs):
+        from functorch.compile import make_boxed_func
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def inference(g, inputs):
+            seen.append(capture_plan(g, inputs, "inference", "fake"))
+            return make_boxed_func(g)
+
+        return aot_module_simplified(gm, example_inputs, fw_compiler=inference)
+
+    torch.compile(lambda x, y: x * 2 + y, backend=spy, dynamic=True)(torch.randn(3, 4), torch.randn(4))
+    kinds = sorted(kind for _, kind in seen[0].key)
+    assert "shape" in kinds and "int" in kinds
+
+
+def test_kept_outputs_of_several_sizes(device):
+    """Recordings of several sizes share one pool: outputs kept from one size survive replays of
+    the others (on the GPU, a later capture may have put its outputs in memory an earlier one
+    writes)."""
+    def fn(x):
+        return (x.sin() * 2).cumsum(-1) + x.square().sum(-1, keepdim=True)
+
+    f = compiled(fn, device, dynamic=True)
+    kept = []
+    for step in range(3):
+        for n in (2, 9, 5):
+            x = torch.randn(n, 33, device=device)
+            kept.append((f(x), fn(x)))
+    for out, expected in kept:
+        assert_same(out, expected)
