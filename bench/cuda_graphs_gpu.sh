@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Issue 18's GPU runs, in parts that each fit one device call (10 minutes). From the repo root on
+# the GPU machine:  bash bench/cuda_graphs_gpu.sh PART   (logs go to $OUT when set)
+#   tests     the CUDA-graph tests and the mode tests on CUDA (real captures)
+#   overhead  bench/overhead.py: the launch-bound MLP stack and a one-token decode step
+#   decode    bench/decode.py: transformers' static-cache recipe, 128 new tokens
+set -uo pipefail
+OUT=${OUT:-/tmp/tritonize-gpu}
+mkdir -p "$OUT"
+if ! python3 -c 'import expecttest' 2>/dev/null && ls .whl/expecttest-*.whl >/dev/null 2>&1; then
+    pip install -q --target /tmp/tritonize-site .whl/expecttest-*.whl >/dev/null 2>&1
+fi
+export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TRITONIZE_COMPILE_WORKERS=4
+quiet() { grep -v -i -E "warn|^DEBUG"; }
+case "${1:-}" in
+    tests)
+        TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n 4 \
+            tests/test_cuda_graphs.py tests/test_backend.py 2>&1 | grep -v "^DEBUG" > "$OUT/test_cuda_graphs.log"
+        grep -E "^FAILED|^ERROR|^E  |passed|failed" "$OUT/test_cuda_graphs.log" | head -40 ;;
+    overhead)
+        timeout 400 python3 bench/overhead.py 2>&1 | quiet ;;
+    decode)
+        timeout 560 python3 bench/decode.py "${@:2}" 2>&1 | quiet ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode" >&2; exit 2 ;;
+esac
