@@ -26,11 +26,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import warnings
+import weakref
 
 import torch
 
 WARM_UP_CALLS = 1  # plain calls of a size key before it is recorded
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
+# torch 2.12 and later can re-point a storage at other memory (every view follows); 2.11 cannot
+REPOINT_STORAGES = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -125,12 +128,29 @@ def held_by_caller(storage) -> bool:
     return torch._C._storage_Use_Count(storage._cdata) > 1
 
 
-def evacuate(storage) -> None:
-    """Move a handed-out storage's bytes out of pool memory: copy them to fresh memory and
-    re-point the storage (and so every view of it) there."""
+def evacuate(storage, tensors) -> bool:
+    """Move a handed-out storage's bytes out of pool memory, so that a replay cannot overwrite
+    them: copy them to fresh memory and re-point the storage (so every view of it follows) with
+    torch's `_swap_data_ptr_`. Where torch lacks it (2.11), re-point the tensors we handed out
+    (`tensors`: weak references) with `.data`, which works only when the caller made no views of
+    its own. False when neither can be done."""
+    if REPOINT_STORAGES:
+        storage._swap_data_ptr_(_copied(storage))
+        return True
+    alive = [t for t in (ref() for ref in tensors) if t is not None]
+    if torch._C._storage_Use_Count(storage._cdata) != 1 + len(alive):
+        return False
+    fresh = _copied(storage)
+    for t in alive:
+        t.data = tensor_on(fresh, {"size": tuple(t.shape), "stride": tuple(t.stride()), "dtype": t.dtype,
+                                   "device": t.device, "storage_offset": t.storage_offset()})
+    return True
+
+
+def _copied(storage):
     fresh = torch.empty(storage.nbytes(), dtype=torch.uint8, device=storage.device).untyped_storage()
     fresh.copy_(storage)
-    storage._swap_data_ptr_(fresh)
+    return fresh
 
 
 @dataclasses.dataclass
@@ -189,25 +209,33 @@ class Recording:
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
         self.kept_outputs = kept_outputs  # keeps that memory ours
         self.inputs = inputs  # what the capture read (keeps our buffers and fixed inputs alive)
-        self.handed: list = []  # storages handed out by the last replay
+        self.handed: list = []  # [(storage, [weak references to its tensors])] handed out by the last replay
+        self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
 
     def owns(self, data_ptr: int) -> bool:
         return any(start <= data_ptr < start + nbytes for start, nbytes, _ in self.storages)
 
-    def protect_outputs(self) -> None:
-        """Evacuate what the caller still holds from the last replay; forget the rest."""
-        for storage in self.handed:
-            if held_by_caller(storage):
-                evacuate(storage)
-        self.handed = []
+    def protect_outputs(self) -> bool:
+        """Evacuate what the caller still holds from the last replay and forget the rest. False
+        when a held storage could not be evacuated: it stays listed, and this recording hands out
+        copies from now on."""
+        stuck = [(storage, refs) for storage, refs in self.handed
+                 if held_by_caller(storage) and not evacuate(storage, refs)]
+        self.handed = stuck
+        self.copy_out = self.copy_out or bool(stuck)
+        return not stuck
 
     def outputs_for(self, args) -> list:
         storages = [storage_over(ptr, nbytes, device) for ptr, nbytes, device in self.storages]
-        self.handed = storages
+        if self.copy_out:
+            storages = [_copied(storage) for storage in storages]
+        refs = [[] for _ in storages]
         outputs = []
         for spec in self.specs:
             if spec.kind == "pool":
-                outputs.append(tensor_on(storages[spec.a], spec.meta))
+                tensor = tensor_on(storages[spec.a], spec.meta)
+                refs[spec.a].append(weakref.ref(tensor))
+                outputs.append(tensor)
             elif spec.kind == "mutated":
                 outputs.append(args[spec.a])
             elif spec.kind == "input":
@@ -216,6 +244,8 @@ class Recording:
                                                  source.storage_offset() + meta["storage_offset"]))
             else:
                 outputs.append(spec.a)
+        if not self.copy_out:
+            self.handed += list(zip(storages, refs))
         return outputs
 
 
@@ -227,22 +257,31 @@ class GraphPool:
     def __init__(self, handle=None):
         self.handle = handle
         self.recordings: list[Recording] = []
+        self.retired: list[Recording] = []
         self._order = itertools.count()
 
     def next_order(self) -> int:
         return next(self._order)
 
-    def before_replay(self, recording: Recording) -> None:
-        for other in self.recordings:
+    def before_replay(self, recording: Recording) -> bool:
+        """Protect what this replay may overwrite; False when something held could not be moved
+        (the call then runs plain)."""
+        protected = True
+        for other in self.recordings + self.retired:
             if other.order >= recording.order and other.handed:
-                other.protect_outputs()
+                protected = other.protect_outputs() and protected
+        self.retired = [r for r in self.retired if r.handed]
+        return protected
 
     def resident(self, data_ptr: int) -> bool:
         """True for memory a recording of this pool owns or reads in place."""
         return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
 
     def drop(self, recording: Recording) -> None:
-        recording.protect_outputs()
+        """Forget a recording. Its memory stays ours while the caller holds outputs we could not
+        move (they keep the recording's outputs alive through `retired`)."""
+        if not recording.protect_outputs():
+            self.retired.append(recording)
         self.recordings.remove(recording)
 
 
@@ -308,7 +347,10 @@ class GraphRunner:
             with torch.no_grad():
                 for position, buffer in copies:
                     buffer.copy_(args[position])
-        self.pool.before_replay(recording)
+        if not self.pool.before_replay(recording):
+            self._say("a kept output could not be moved out of the graph's memory: this call launches "
+                      "kernels one by one, and its graph's outputs are copies from now on")
+            return self.call(args)
         recording.capture.replay()
         outputs = recording.outputs_for(args)
         args.clear()
@@ -341,7 +383,9 @@ class GraphRunner:
         self._say(f"sizes {key} run plain launches: {reason}")
 
     def _say(self, text: str) -> None:
-        self.notes.append(f"CUDA graphs: {text}")
+        note = f"CUDA graphs: {text}"
+        if note not in self.notes:
+            self.notes.append(note)
         if not self._warned:
             self._warned = True
             warnings.warn(f"tritonize: {self.name}: CUDA graphs: {text}", stacklevel=4)
