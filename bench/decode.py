@@ -8,14 +8,16 @@ The recipe: a static KV cache (`cache_implementation="static"`) and `model.forwa
 `torch.compiler.cudagraph_mark_step_begin()`. The model: bench/model_zoo's Llama-style decoder
 (8 layers, hidden 1024, GQA 16/8 heads), bf16, batch 1, a 16-token prompt, `--new-tokens` (128)
 new tokens. Back ends: eager, tritonize and Inductor, each in the default mode and with
-reduce-overhead ("-ro"). tokens/s counts new tokens over the whole generate() (prefill included),
+reduce-overhead ("-ro"), each in its own process (a crash is a row, not the end of the run). tokens/s counts new tokens over the whole generate() (prefill included),
 best of `--repeats` after one warm-up generate; "same tokens" compares each row's tokens with
 tritonize's default mode (and eager's). A back end that raises gets a row saying what it raised.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -63,30 +65,51 @@ def run_backend(name, prompt, new_tokens, repeats):
     return tokens, new_tokens / best
 
 
+def run_one(name, new_tokens, repeats):
+    """One back end in this process: prints one JSON line (tokens and rate, or the error)."""
+    torch.manual_seed(1)
+    prompt = torch.randint(3, 32000, (1, 16), device="cuda")
+    try:
+        tokens, rate = run_backend(name, prompt, new_tokens, repeats)
+        print(json.dumps({"tokens": tokens.tolist(), "rate": rate}))
+    except Exception as exc:
+        print(json.dumps({"error": common.describe_error(exc)}))
+
+
+def run_isolated(name, new_tokens, repeats):
+    command = [sys.executable, os.path.abspath(__file__), "--one", name, "--new-tokens", str(new_tokens),
+               "--repeats", str(repeats)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            result = json.loads(line)
+            if "error" in result:
+                return None, result["error"]
+            return torch.tensor(result["tokens"]), result["rate"]
+    return None, f"exit status {done.returncode}: {done.stderr.strip().splitlines()[-1:] or ''}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        return run_one(args.one, args.new_tokens, args.repeats)
     print(common.environment_line("cuda"))
-    torch.manual_seed(1)
-    prompt = torch.randint(3, 32000, (1, 16), device="cuda")
     results = {}
     for name in [n for n in args.backends.split(",") if n]:
-        torch._dynamo.reset()
-        try:
-            results[name] = run_backend(name, prompt, args.new_tokens, args.repeats)
-        except Exception as exc:
-            results[name] = (None, common.describe_error(exc))
-        print(f"{name}: {results[name][1] if results[name][0] is None else f'{results[name][1]:.1f} tokens/s'}",
-              flush=True)
+        results[name] = run_isolated(name, args.new_tokens, args.repeats)
+        tokens, rate = results[name]
+        print(f"{name}: {rate if tokens is None else f'{rate:.1f} tokens/s'}", flush=True)
     eager_rate = results.get("eager", (None, None))[1]
     references = {r: results[r][0] for r in ("tritonize", "eager") if results.get(r, (None,))[0] is not None}
     rows = []
     for name, (tokens, rate) in results.items():
         if tokens is None:
-            rows.append((name, "-", "-", f"raised: {rate}"))
+            rows.append((name, "-", "-", f"failed: {rate}"))
             continue
         same = ", ".join(f"{r}: {torch.equal(tokens, ref)}" for r, ref in references.items() if r != name)
         speed = f"{rate / eager_rate:.2f}" if isinstance(eager_rate, float) else "-"
