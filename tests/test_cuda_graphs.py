@@ -261,3 +261,27 @@ def test_kept_outputs_of_several_sizes(device, repoint):
             kept.append((f(x), fn(x)))
     for out, expected in kept:
         assert_same(out, expected)
+
+
+def test_recordings_leave_the_pool_with_their_graph(device):
+    """A compiled function that is dropped takes its recordings (and their memory) with it; an
+    output the caller still holds keeps its value."""
+    import gc
+
+    model = mlp(device)
+    pool = cuda_graphs.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
+    torch._dynamo.reset()
+    gc.collect()
+    before = len(pool.recordings)
+    f = compiled(model, device)
+    with torch.no_grad():
+        x = torch.randn(4, 16, device=device)
+        for _ in range(3):
+            kept = f(x)
+    assert len(pool.recordings) == before + 1
+    del f
+    torch._dynamo.reset()
+    gc.collect()
+    assert len(pool.recordings) == before
+    with torch.no_grad():
+        assert_same(kept, model(x))

@@ -24,6 +24,7 @@ returned first, which is what a replay does to that memory.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import warnings
 import weakref
@@ -277,6 +278,12 @@ class GraphPool:
         """True for memory a recording of this pool owns or reads in place."""
         return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
 
+    def release(self, recordings: dict) -> None:
+        for recording in list(recordings.values()):
+            if recording in self.recordings:
+                self.drop(recording)
+        recordings.clear()
+
     def drop(self, recording: Recording) -> None:
         """Forget a recording. Its memory stays ours while the caller holds outputs we could not
         move (they keep the recording's outputs alive through `retired`)."""
@@ -314,6 +321,8 @@ class GraphRunner:
         self.name = name
         self.mutated = dict(plan.mutations)
         self.recordings: dict = {}
+        # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool
+        weakref.finalize(self, pool.release, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
@@ -407,7 +416,7 @@ class GraphRunner:
                     inputs[position] = buffer
         capture = CudaCapture(self.pool.handle) if self.capture_kind == "cuda" else FakeCapture()
         try:
-            outputs = capture.record(lambda: self._captured_call(inputs))
+            outputs = capture.record(functools.partial(run_writing_mutations, self.call, self.plan.mutations, inputs))
         except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
             return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args)
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
@@ -421,13 +430,6 @@ class GraphRunner:
         self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, "
                           f"{len(copies)} copied")
         return self._replay(recording, args)
-
-    def _captured_call(self, inputs):
-        outputs = self.call(list(inputs))
-        with torch.no_grad():
-            for out_position, in_position in self.plan.mutations:
-                inputs[in_position].copy_(outputs[out_position])
-        return outputs
 
     def _fixed_positions(self, key, args) -> set:
         demoted = self.demoted.get(key, set())
@@ -446,6 +448,15 @@ class GraphRunner:
         self.refusal = reason
         self._say(f"off, every call launches kernels one by one: {reason}")
         return self.call(args)
+
+
+def run_writing_mutations(call, mutations, inputs):
+    """What a recording captures: the wrapper, then each mutated input's new value written into it."""
+    outputs = call(list(inputs))
+    with torch.no_grad():
+        for out_position, in_position in mutations:
+            inputs[in_position].copy_(outputs[out_position])
+    return outputs
 
 
 def _uncapturable_input(args) -> str | None:
