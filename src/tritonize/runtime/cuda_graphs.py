@@ -255,11 +255,19 @@ class GraphPool:
     its own capture freed; recordings captured later may have put their outputs there, so a
     replay first protects its own outputs and theirs (`before_replay`)."""
 
-    def __init__(self, handle=None):
-        self.handle = handle
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._handle = None
         self.recordings: list[Recording] = []
         self.retired: list[Recording] = []
         self._order = itertools.count()
+
+    def handle(self):
+        """The CUDA memory pool's id. torch frees a pool once no graph uses it, and a capture into
+        a freed pool's id fails an allocator assertion, so an emptied pool gets a new id."""
+        if self._handle is None and self.kind == "cuda":
+            self._handle = torch.cuda.graph_pool_handle()
+        return self._handle
 
     def next_order(self) -> int:
         return next(self._order)
@@ -272,6 +280,8 @@ class GraphPool:
             if other.order >= recording.order and other.handed:
                 protected = other.protect_outputs() and protected
         self.retired = [r for r in self.retired if r.handed]
+        if not self.recordings and not self.retired:
+            self._handle = None
         return protected
 
     def resident(self, data_ptr: int) -> bool:
@@ -290,6 +300,8 @@ class GraphPool:
         if not recording.protect_outputs():
             self.retired.append(recording)
         self.recordings.remove(recording)
+        if not self.recordings and not self.retired:
+            self._handle = None
 
 
 _POOLS: dict = {}  # (capture kind, device) -> GraphPool: one pool per device, as the allocator has
@@ -298,8 +310,7 @@ _POOLS: dict = {}  # (capture kind, device) -> GraphPool: one pool per device, a
 def pool_for(kind: str, device: torch.device) -> GraphPool:
     key = (kind, str(device))
     if key not in _POOLS:
-        handle = torch.cuda.graph_pool_handle() if kind == "cuda" else None
-        _POOLS[key] = GraphPool(handle)
+        _POOLS[key] = GraphPool(kind)
     return _POOLS[key]
 
 
@@ -414,7 +425,7 @@ class GraphRunner:
                     buffer.copy_(x)
                     copies.append((position, buffer))
                     inputs[position] = buffer
-        capture = CudaCapture(self.pool.handle) if self.capture_kind == "cuda" else FakeCapture()
+        capture = CudaCapture(self.pool.handle()) if self.capture_kind == "cuda" else FakeCapture()
         try:
             outputs = capture.record(functools.partial(run_writing_mutations, self.call, self.plan.mutations, inputs))
         except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
