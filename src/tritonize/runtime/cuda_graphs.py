@@ -308,6 +308,8 @@ _POOLS: dict = {}  # (capture kind, device) -> GraphPool: one pool per device, a
 
 
 def pool_for(kind: str, device: torch.device) -> GraphPool:
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     key = (kind, str(device))
     if key not in _POOLS:
         _POOLS[key] = GraphPool(kind)
