@@ -4,14 +4,7 @@
 #   tests     the CUDA-graph tests and the mode tests on CUDA (real captures)
 #   overhead  bench/overhead.py: the launch-bound MLP stack and a one-token decode step
 #   decode    bench/decode.py: transformers' static-cache recipe, 128 new tokens
-set -uo pipefail
-OUT=${OUT:-/tmp/tritonize-gpu}
-mkdir -p "$OUT"
-if ! python3 -c 'import expecttest' 2>/dev/null && ls .whl/expecttest-*.whl >/dev/null 2>&1; then
-    pip install -q --target /tmp/tritonize-site .whl/expecttest-*.whl >/dev/null 2>&1
-fi
-export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TRITONIZE_COMPILE_WORKERS=4
-quiet() { grep -v -i -E "warn|^DEBUG"; }
+source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     tests)
         TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n 4 \

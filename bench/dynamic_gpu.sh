@@ -12,14 +12,7 @@
 #   float64  issue 21: the fp16/bf16 sweep against float64 on the GPU (first sample of each entry)
 #   fuzz-static SEED N / fuzz-dynamic SEED N   N random programs from SEED (dynamic: N <= 250)
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
-set -uo pipefail
-OUT=${OUT:-/tmp/tritonize-gpu}
-mkdir -p "$OUT"
-if ! python3 -c 'import expecttest' 2>/dev/null && ls .whl/expecttest-*.whl >/dev/null 2>&1; then
-    pip install -q --target /tmp/tritonize-site .whl/expecttest-*.whl >/dev/null 2>&1
-fi
-export PYTHONPATH=$PWD/src:/tmp/tritonize-site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TRITONIZE_COMPILE_WORKERS=4
-quiet() { grep -v -i -E "warn|^DEBUG"; }
+source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     suite)
         TRITONIZE_TEST_DEVICE=cuda timeout 480 python3 -m pytest -q -p no:cacheprovider -n 16 tests 2>&1 \
