@@ -24,7 +24,7 @@ import torch
 
 BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
-KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic")
+KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -47,7 +47,8 @@ def import_tritonize():
 
 
 def build_backend(name, fn):
-    """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)."""
+    """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)
+    ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead")."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:
@@ -57,7 +58,8 @@ def build_backend(name, fn):
     base, _, variant = name.partition("-")
     if base == "tritonize":
         import_tritonize()
-    return torch.compile(private_copy(fn), backend=base, dynamic=True if variant == "dynamic" else None)
+    return torch.compile(private_copy(fn), backend=base, dynamic=True if variant == "dynamic" else None,
+                         mode="reduce-overhead" if variant == "ro" else None)
 
 
 def private_copy(fn):

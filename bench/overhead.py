@@ -67,16 +67,6 @@ class DecoderStep(torch.nn.Module):
         return self.head(self.norm(x))
 
 
-def compiled(name, model):
-    if name == "eager":
-        return model
-    base, _, variant = name.partition("-")
-    mode = "reduce-overhead" if variant == "ro" else None
-    if base == "tritonize":
-        common.import_tritonize()
-    return torch.compile(model, backend=base, mode=mode)
-
-
 def run_mlp(names, rounds):
     model = mlp_stack("cuda")
     x = torch.randn(1, 256, device="cuda")
@@ -84,7 +74,7 @@ def run_mlp(names, rounds):
         expected = model(x)
         rows = []
         for name in names:
-            fn = compiled(name, model)
+            fn = common.build_backend(name, model)
             ok = all(torch.allclose(fn(x), expected, atol=1e-4, rtol=1e-4) for _ in range(4))
             rows.append((name, fn, ok))
         return _time_rows("mlp", rows, lambda fn: fn(x), rounds)
@@ -98,7 +88,7 @@ def run_decode(names, rounds):
         for name in names:
             model = DecoderStep().cuda().to(torch.bfloat16).eval()
             model.load_state_dict(reference.state_dict())
-            fn = compiled(name, model)
+            fn = common.build_backend(name, model)
             ok = True
             for step in range(6):
                 token, position = torch.tensor([[step + 3]], device="cuda"), torch.tensor(step, device="cuda")

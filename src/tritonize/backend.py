@@ -11,7 +11,6 @@ caching/precompiled.py), and under aot_compile any other graph is refused with a
 from __future__ import annotations
 
 import itertools
-import warnings
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -56,7 +55,6 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return torch._dynamo.disable(aten_compiler("backward"))(gm, example_inputs)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
-        warn_if_no_cuda_graphs(options, example_inputs)
         if recorder is not None:
             recorder.append("graph")
         start_gpu_runtime(example_inputs, compiling=False)  # the driver: kernels load either way
@@ -123,13 +121,3 @@ def tritonize_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     mode = {"mode": kwargs["mode"]} if kwargs.get("mode") else {}
     options = make_options(kwargs.get("options"), **mode)
     return make_backend(options)(gm, example_inputs)
-
-
-def warn_if_no_cuda_graphs(options: Options, example_inputs) -> None:
-    """mode="reduce-overhead" records CUDA graphs of GPU graphs; on the CPU it has no effect:
-    said once per Dynamo graph (and in explain()), the mode's other choices still apply."""
-    from .cuda_graph_plan import CAPTURING_MODES, graph_device
-
-    if options.mode in CAPTURING_MODES and options.cudagraph_capture == "cuda" and graph_device(example_inputs) is None:
-        warnings.warn(f"tritonize: mode={options.mode!r}: a CPU graph has no CUDA graphs, so its "
-                      "kernels are launched one by one (as in the default mode)", stacklevel=3)

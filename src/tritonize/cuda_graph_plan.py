@@ -8,8 +8,12 @@ backward graph's saved primal inputs are static where the forward's were.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
+from .errors import Unsupported
+from .pipeline import graph_device as graph_device_kind
 from .runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
 
 CAPTURING_MODES = ("reduce-overhead",)
@@ -24,8 +28,11 @@ def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: s
     plan = capture_plan(gm, example_inputs, role, options.cudagraph_capture)
     if plan.refusal is not None:
         notes.append(f"CUDA graphs: off: {plan.refusal}")
+        if plan.refusal == CPU_GRAPH:
+            warnings.warn(f"tritonize: {name}: mode={options.mode!r}: a CPU graph has no CUDA graphs, so its "
+                          "kernels are launched one by one (as in the default mode)", stacklevel=3)
         return
-    device = graph_device(example_inputs) if options.cudagraph_capture == "cuda" else torch.device("cpu")
+    device = cuda_device(example_inputs) if options.cudagraph_capture == "cuda" else torch.device("cpu")
     pool = pool_for(options.cudagraph_capture, device)
     notes.append(f"CUDA graphs: recorded at the second call of each size (up to {options.cudagraph_sizes} "
                  f"sizes), {len(plan.static)} static input(s), {len(plan.mutations)} input mutation(s) "
@@ -34,23 +41,30 @@ def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: s
                                 options.cudagraph_sizes, notes, name)
 
 
-def graph_device(example_inputs) -> torch.device | None:
+CPU_GRAPH = "a CPU graph (mode='reduce-overhead' has no effect on the CPU)"
+
+
+def cuda_device(example_inputs) -> torch.device:
+    """The GPU of a CUDA graph's inputs (the current one for a graph with no CUDA input)."""
     for x in example_inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "cuda":
             return x.device
-    return None
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def capture_plan(gm, example_inputs, role: str, capture: str) -> CapturePlan:
-    device = graph_device(example_inputs)
-    if capture == "cuda" and device is None:
-        return CapturePlan(refusal="a CPU graph (mode='reduce-overhead' has no effect on the CPU)")
+    try:
+        on_gpu = graph_device_kind(example_inputs, gm) == "cuda"
+    except Unsupported as err:  # inputs on several devices (the graph ran through aten)
+        return CapturePlan(refusal=str(err))
+    if capture == "cuda" and not on_gpu:
+        return CapturePlan(refusal=CPU_GRAPH)
     if gm is not None and any(node.meta.get("unbacked_bindings") for node in gm.graph.nodes):
         return CapturePlan(refusal="data-dependent sizes (the graph reads a size from the GPU)")
     metadata = _aot_metadata()
     return CapturePlan(static=frozenset(static_inputs(gm, role, metadata)),
                        mutations=tuple(mutated_input_outputs(example_inputs, role, metadata)),
-                       key=tuple(size_key(example_inputs, device)))
+                       key=tuple(size_key(example_inputs, on_gpu)))
 
 
 def _aot_metadata():
@@ -91,7 +105,7 @@ def mutated_input_outputs(example_inputs, role: str, metadata) -> list[tuple[int
     return pairs
 
 
-def size_key(example_inputs, device) -> list[tuple[int, str]]:
+def size_key(example_inputs, on_gpu: bool) -> list[tuple[int, str]]:
     """What a call's size key reads: size arguments, the shapes of tensors with symbolic sizes,
     and host scalars (0-d CPU tensors, whose value a capture bakes in)."""
     key = []
@@ -99,7 +113,7 @@ def size_key(example_inputs, device) -> list[tuple[int, str]]:
         if isinstance(x, (int, torch.SymInt)):
             key.append((position, "int"))
         elif isinstance(x, torch.Tensor):
-            if device is not None and x.device.type == "cpu" and x.dim() == 0:
+            if on_gpu and x.device.type == "cpu" and x.dim() == 0:
                 key.append((position, "host"))
             elif any(not isinstance(d, int) for d in x.shape):
                 key.append((position, "shape"))

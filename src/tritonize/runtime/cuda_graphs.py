@@ -80,7 +80,7 @@ class FakeCapture:
     """The CPU stand-in: a replay re-runs the wrapper and writes its results into the tensors the
     recording returned, as a CUDA graph's replay writes its outputs' memory again."""
 
-    def __init__(self, pool=None):
+    def __init__(self):
         self.run = None
         self.outputs = ()
         self.recorded_this_call = False
@@ -116,12 +116,16 @@ def tensor_on(storage, meta: dict) -> torch.Tensor:
         storage, meta["storage_offset"], meta["size"], meta["stride"])
 
 
+def tensor_meta(x: torch.Tensor) -> dict:
+    """What `tensor_on` needs to build a tensor like x over another storage."""
+    return {"size": tuple(x.shape), "stride": tuple(x.stride()), "dtype": x.dtype, "device": x.device,
+            "storage_offset": x.storage_offset()}
+
+
 def alias_of(x: torch.Tensor) -> torch.Tensor:
     """The same memory through a storage of our own, which does not count as the caller's."""
     storage = x.untyped_storage()
-    meta = {"size": tuple(x.shape), "stride": tuple(x.stride()), "dtype": x.dtype, "device": x.device,
-            "storage_offset": x.storage_offset(), "nbytes": storage.nbytes(), "data_ptr": storage.data_ptr()}
-    return tensor_on(storage_over(storage.data_ptr(), storage.nbytes(), x.device), meta)
+    return tensor_on(storage_over(storage.data_ptr(), storage.nbytes(), x.device), tensor_meta(x))
 
 
 def held_by_caller(storage) -> bool:
@@ -143,8 +147,7 @@ def evacuate(storage, tensors) -> bool:
         return False
     fresh = _copied(storage)
     for t in alive:
-        t.data = tensor_on(fresh, {"size": tuple(t.shape), "stride": tuple(t.stride()), "dtype": t.dtype,
-                                   "device": t.device, "storage_offset": t.storage_offset()})
+        t.data = tensor_on(fresh, tensor_meta(t))
     return True
 
 
@@ -180,9 +183,7 @@ def _describe_outputs(outputs, inputs, mutated: dict):
             specs.append(OutputSpec("mutated", mutated[position]))
             continue
         base = out.untyped_storage().data_ptr()
-        meta = {"size": tuple(out.shape), "stride": tuple(out.stride()), "dtype": out.dtype,
-                "device": out.device, "storage_offset": out.storage_offset(),
-                "nbytes": out.untyped_storage().nbytes(), "data_ptr": base}
+        meta = tensor_meta(out)
         if base in by_storage:
             source = inputs[by_storage[base]]
             meta["storage_offset"] -= source.storage_offset()
@@ -199,12 +200,12 @@ def _describe_outputs(outputs, inputs, mutated: dict):
 class Recording:
     """One captured graph for one size key: its inputs, its outputs, and what it handed out."""
 
-    def __init__(self, capture, order: int, fixed: list, copies: list, specs: list, storages: list,
-                 kept_outputs, inputs: list):
+    def __init__(self, capture, order: int, fixed: list, fixed_ptrs: list, copies: list, specs: list,
+                 storages: list, kept_outputs, inputs: list):
         self.capture = capture
         self.order = order  # capture sequence in the pool
         self.fixed = fixed  # input positions read in place
-        self.fixed_ptrs = None  # their addresses (set by the runner)
+        self.fixed_ptrs = fixed_ptrs  # their addresses
         self.copies = copies  # [(input position, our buffer)]
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
@@ -235,7 +236,8 @@ class Recording:
         for spec in self.specs:
             if spec.kind == "pool":
                 tensor = tensor_on(storages[spec.a], spec.meta)
-                refs[spec.a].append(weakref.ref(tensor))
+                if not REPOINT_STORAGES:  # (evacuate's route without storage re-pointing)
+                    refs[spec.a].append(weakref.ref(tensor))
                 outputs.append(tensor)
             elif spec.kind == "mutated":
                 outputs.append(args[spec.a])
@@ -276,12 +278,11 @@ class GraphPool:
         """Protect what this replay may overwrite; False when something held could not be moved
         (the call then runs plain)."""
         protected = True
-        for other in self.recordings + self.retired:
+        for other in itertools.chain(self.recordings, self.retired):
             if other.order >= recording.order and other.handed:
                 protected = other.protect_outputs() and protected
-        self.retired = [r for r in self.retired if r.handed]
-        if not self.recordings and not self.retired:
-            self._handle = None
+        if self.retired:
+            self.retired = [r for r in self.retired if r.handed]
         return protected
 
     def resident(self, data_ptr: int) -> bool:
@@ -434,9 +435,9 @@ class GraphRunner:
             return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args)
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         specs, storages = _describe_outputs(outputs, inputs, self.mutated)
-        recording = Recording(capture, self.pool.next_order(), sorted(fixed), copies, specs, storages,
-                              outputs, inputs)
-        recording.fixed_ptrs = [args[i].data_ptr() for i in recording.fixed]
+        fixed = sorted(fixed)
+        recording = Recording(capture, self.pool.next_order(), fixed, [args[i].data_ptr() for i in fixed],
+                              copies, specs, storages, outputs, inputs)
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
         self.records_of[key] = self.records_of.get(key, 0) + 1
