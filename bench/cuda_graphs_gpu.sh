@@ -4,15 +4,25 @@
 #   tests     the CUDA-graph tests and the mode tests on CUDA (real captures)
 #   overhead  bench/overhead.py: the launch-bound MLP stack and a one-token decode step
 #   decode    bench/decode.py: transformers' static-cache recipe, 128 new tokens
+#   models1   the model suite at batch 1, inference, with and without CUDA graphs: gpt2, bert, llama
+#   models2   the same for resnet50, vit, mobilenetv3
+#   training  peak memory and step time of training with and without CUDA graphs, six models
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     tests)
         TRITONIZE_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -n 4 \
-            tests/test_cuda_graphs.py tests/test_backend.py 2>&1 | grep -v "^DEBUG" > "$OUT/test_cuda_graphs.log"
+            tests/test_cuda_graphs.py tests/test_cuda_graph_buckets.py tests/test_backend.py 2>&1 | grep -v "^DEBUG" > "$OUT/test_cuda_graphs.log"
         grep -E "^FAILED|^ERROR|^E  |passed|failed" "$OUT/test_cuda_graphs.log" | head -40 ;;
     overhead)
         timeout 400 python3 bench/overhead.py 2>&1 | quiet ;;
     decode)
         timeout 560 python3 bench/decode.py "${@:2}" 2>&1 | quiet ;;
-    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode" >&2; exit 2 ;;
+    models1|models2)
+        models=$([ "$1" = models1 ] && echo gpt2,bert,llama || echo resnet50,vit,mobilenetv3)
+        timeout 580 python3 bench/models.py --batch 1 --skip-warm --models "$models" \
+            --backends eager,inductor,inductor-ro,tritonize,tritonize-ro --markdown "$OUT/$1.md" 2>&1 | quiet ;;
+    training)
+        timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-ro \
+            --markdown "$OUT/training.md" 2>&1 | quiet ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training" >&2; exit 2 ;;
 esac

@@ -3,6 +3,8 @@
     PYTHONPATH=src python3 bench/models.py                      # 6 models, inference, all back ends
     PYTHONPATH=src python3 bench/models.py --mode both          # inference and training
     PYTHONPATH=src python3 bench/models.py --quick              # gpt2 + resnet50, inference
+    PYTHONPATH=src python3 bench/models.py --batch 1 --backends eager,inductor-ro,tritonize,tritonize-ro
+                                                                # CUDA graphs at batch 1
     python3 bench/models.py --device cpu --small --models mlp   # smoke test, eager only on the CPU
 
 Each (model, mode, back end) runs in a worker process of its own under a time limit (--timeout), so
@@ -91,13 +93,13 @@ def main_output(output):
 class Workload:
     """A model with its example inputs, ready to step in one mode on one device."""
 
-    def __init__(self, spec, mode, small, device):
+    def __init__(self, spec, mode, small, device, batch=None):
         dtype = torch.bfloat16 if mode == "inference" else torch.float32
         with torch.device(device):
             model = spec.build(small)
         self.model = model_zoo.disable_dropout(model).to(device=device, dtype=dtype)
         self.model.train(mode == "training")
-        batch = 2 if small else spec.batch[mode]
+        batch = batch or (2 if small else spec.batch[mode])
         self.inputs = spec.make_inputs(batch, small, dtype, device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.mode, self.device = mode, device
@@ -291,7 +293,7 @@ def run_worker(args):
     torch.set_float32_matmul_precision("high")
     args.phases = [("start", time.monotonic())]
     try:
-        workload = Workload(spec, args.mode, args.small, args.device)
+        workload = Workload(spec, args.mode, args.small, args.device, args.batch)
         phase(args, "build")
         emit(args, measure(args, workload, backend))
         phase(args, "done")
@@ -316,6 +318,8 @@ def worker_options(args, model, mode, backend, first_call_only=False, also_eager
                "--rounds", str(args.rounds)]
     if args.small:
         options.append("--small")
+    if args.batch:
+        options += ["--batch", str(args.batch)]
     if first_call_only:
         options.append("--first-call-only")
     if also_eager:
@@ -454,11 +458,18 @@ def summary_lines(results, backends, modes, elapsed):
             mean = common.geomean(values)
             parts.append(f"{label} {mean:.2f}x (n={len(values)})" if mean else f"{label} n/a")
         lines.append(f"geomean speedup vs eager, {backend}: " + ", ".join(parts))
-    if "inductor" in backends and "tritonize" in backends:
-        values = [i / t for t, i in pairs("tritonize", "inductor", modes, "step_s")]
-        mean = common.geomean(values)
-        lines.append("tritonize vs inductor (inductor time / tritonize time, >1 = tritonize faster): "
-                     + (f"{mean:.2f}x (n={len(values)})" if mean else "n/a"))
+    for ours, theirs in (("tritonize", "inductor"), ("tritonize-ro", "inductor-ro"),
+                         ("tritonize-ro", "inductor"), ("tritonize-dynamic", "inductor-dynamic")):
+        if ours in backends and theirs in backends:
+            values = [i / t for t, i in pairs(ours, theirs, modes, "step_s")]
+            mean = common.geomean(values)
+            lines.append(f"{ours} vs {theirs} ({theirs} time / {ours} time, >1 = {ours} faster): "
+                         + (f"{mean:.2f}x (n={len(values)})" if mean else "n/a"))
+    if "tritonize-ro" in backends and "tritonize" in backends:  # CUDA graphs' memory (issue 18)
+        ratios = [r / p for r, p in pairs("tritonize-ro", "tritonize", modes, "peak_bytes")]
+        if ratios:
+            lines.append(f"peak memory tritonize-ro / tritonize: geomean {common.geomean(ratios):.3f}, "
+                         f"max {max(ratios):.3f} (n={len(ratios)})")
     for backend in backends:
         first = [r["first_call_s"] for (_, _, b), r in results.items()
                  if b == backend and isinstance(r.get("first_call_s"), float)]
@@ -535,6 +546,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", help="cuda or cpu (default: cuda if available)")
     parser.add_argument("--small", action="store_true", help="tiny models, for a smoke test")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per worker process")
+    parser.add_argument("--batch", type=int, help="batch size of every model (default: the model's own)")
     parser.add_argument("--warmup", type=int, help="warm-up steps (default 3, small 1)")
     parser.add_argument("--iters", type=int, help="timed steps a round (default 10, small 3)")
     parser.add_argument("--rounds", type=int, default=5,
@@ -575,7 +587,7 @@ def selection(args):
                                strict=False)
     on_cuda = torch.device(args.device).type == "cuda"
     default_backends = ",".join(common.BACKENDS) if on_cuda else "eager"
-    backends = common.parse_list(args.backends or default_backends, common.BACKENDS, "back ends")
+    backends = common.parse_list(args.backends or default_backends, common.KNOWN_BACKENDS, "back ends")
     return models, modes, backends
 
 

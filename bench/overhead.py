@@ -2,13 +2,18 @@
 
     PYTHONPATH=src python3 bench/overhead.py            # about 2 minutes on an H100
 
-Two workloads, each timed for eager, Inductor (default and mode="reduce-overhead") and tritonize
+Each workload is timed for eager, Inductor (default and mode="reduce-overhead") and tritonize
 (default and reduce-overhead), the back ends taking turns over a few rounds (the fastest round's
 median counts; bench/common.time_iterations):
   mlp     24 blocks of Linear(256), LayerNorm and GELU at batch 1, float32, inference;
   decode  one-token decode step of a small decoder (4 layers, 256 wide, 4 heads, bf16): the
           token's K and V written into a preallocated cache with index_copy_, attention over the
           cache with a mask of the filled positions; the cache and the position change every call.
+  sizes   the mlp stack at batch sizes 1 to 16 in turn (a serving loop: every call another size;
+          ms per call averaged over the sizes), for eager, Inductor reduce-overhead (a recording
+          per size) and tritonize reduce-overhead without and with padding to the buckets
+          1, 2, 4, 8, 16 ("tritonize-ro-buckets": five recordings). Also printed: the first pass
+          over the sizes after compiling (the recordings' cost).
 Each compiled result is checked against eager (and the cache the compiled step wrote against the
 cache eager wrote). ms per call; "peak MiB" is torch.cuda.max_memory_allocated over the timing.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import torch
 
@@ -80,6 +86,47 @@ def run_mlp(names, rounds):
         return _time_rows("mlp", rows, lambda fn: fn(x), rounds)
 
 
+SIZES = list(range(1, 17))
+BUCKETS = (1, 2, 4, 8, 16)
+
+
+def build(name, model):
+    if name == "tritonize-ro-buckets":
+        common.import_tritonize()
+        return torch.compile(model, backend="tritonize", mode="reduce-overhead",
+                             options={"cudagraph_buckets": BUCKETS})
+    return common.build_backend(name, model)
+
+
+def run_sizes(names, rounds):
+    model = mlp_stack("cuda")
+    inputs = [torch.randn(batch, 256, device="cuda") for batch in SIZES]
+    names = [n for n in names if n in ("eager", "inductor-ro", "tritonize-ro")] + ["tritonize-ro-buckets"]
+    rows, first_pass = [], {}
+    with torch.no_grad():
+        expected = [model(x) for x in inputs]
+        for name in names:
+            fn = build(name, model)
+            fn(inputs[0]), fn(inputs[1])  # compile: static at the first size, then dynamic
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            ok = all(torch.allclose(fn(x), e, atol=1e-4, rtol=1e-4) for x, e in zip(inputs, expected))
+            torch.cuda.synchronize()
+            first_pass[name] = (time.perf_counter() - start) * 1e3
+            ok &= all(torch.allclose(fn(x), e, atol=1e-4, rtol=1e-4) for x, e in zip(inputs, expected))
+            rows.append((name, fn, ok))
+        state = {"call": 0}
+
+        def call(fn):
+            state["call"] += 1
+            return fn(inputs[state["call"] % len(inputs)])
+
+        results = _time_rows("sizes", rows, call, rounds)
+    print("first pass over sizes 1-16 after compiling (ms, recordings included): "
+          + ", ".join(f"{name} {ms:.1f}" for name, ms in first_pass.items()))
+    return results
+
+
 def run_decode(names, rounds):
     torch.manual_seed(0)
     reference = DecoderStep().cuda().to(torch.bfloat16).eval()
@@ -121,7 +168,7 @@ def _time_rows(workload, rows, call, rounds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--workloads", default="mlp,decode")
+    parser.add_argument("--workloads", default="mlp,decode,sizes")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     names = [n for n in args.backends.split(",") if n]
@@ -129,7 +176,7 @@ def main():
     results = []
     for workload in [w for w in args.workloads.split(",") if w]:
         try:
-            results += {"mlp": run_mlp, "decode": run_decode}[workload](names, args.rounds)
+            results += {"mlp": run_mlp, "decode": run_decode, "sizes": run_sizes}[workload](names, args.rounds)
         except Exception as exc:  # a row that says so, never a silent gap
             results.append((workload, "all", float("nan"), float("nan"), common.describe_error(exc)))
     eager = {w: ms for w, name, ms, _, _ in results if name == "eager"}

@@ -93,3 +93,17 @@ def cache(tmp_path, monkeypatch):
     dynamo_cache.STATS.clear()
     yield tmp_path / "cache"
     disk_cache._checked_root.cache_clear()
+
+
+@pytest.fixture(params=["repoint storages", "repoint tensors"])
+def repoint(request, monkeypatch):
+    """CUDA graphs: both ways of evacuating a kept output (runtime/cuda_graphs.evacuate): torch
+    2.12+ re-points the storage; torch 2.11 can only re-point the tensors handed out (and copies
+    from then on when the caller made views)."""
+    from tritonize.runtime import cuda_graphs
+
+    if request.param == "repoint tensors":
+        monkeypatch.setattr(cuda_graphs, "REPOINT_STORAGES", False)
+    elif not cuda_graphs.REPOINT_STORAGES:
+        pytest.skip("this torch cannot re-point a storage")
+    return request.param

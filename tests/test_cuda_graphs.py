@@ -1,4 +1,4 @@
-"""mode="reduce-overhead": CUDA graph recordings (runtime/cuda_graphs.py, cuda_graph_plan.py).
+"""mode="reduce-overhead": CUDA graph recordings (runtime/cuda_graphs.py, cudagraphs/).
 
 On the CPU the recordings use FakeCapture (a replay re-runs the wrapper and writes its results
 into the memory the recording returned first, as a CUDA replay does), so what the runner decides
@@ -15,7 +15,7 @@ import torch
 
 import tritonize
 from tritonize.backend import make_backend
-from tritonize.cuda_graph_plan import capture_plan
+from tritonize.cudagraphs.plan import capture_plan
 from tritonize.runtime import cuda_graphs
 from helpers import assert_same
 
@@ -52,7 +52,6 @@ def test_replays_match_eager_and_record_once(device):
     assert any("static input" in note for note in notes(recorder))
 
 
-@pytest.fixture(params=["repoint storages", "repoint tensors"])
 def repoint(request, monkeypatch):
     """Both ways of evacuating a kept output: torch 2.12+ re-points the storage; torch 2.11 can
     only re-point the tensors handed out (and copies from then on when the caller made views)."""

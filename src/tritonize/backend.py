@@ -17,7 +17,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 
 from .caching import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
-from .cuda_graph_plan import attach_cuda_graphs
+from .cudagraphs.plan import attach_cuda_graphs
 from .caching.graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
 from .lower.decompositions import decomposition_table

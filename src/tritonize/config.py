@@ -8,6 +8,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | mode        | "default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead" | "default" | how hard to search launch configs (the max-autotune modes search widely); reduce-overhead records CUDA graphs (runtime/cuda_graphs.py; no effect on the CPU). torch.compile's `mode=` arrives here |
 | cudagraph_sizes | int                   | 8                      | reduce-overhead: sizes recorded per graph; past it, plain launches and a warning |
 | cudagraph_capture | "cuda", "fake"      | "cuda"                 | "fake": tests on the CPU record with a stand-in that re-runs the wrapper into the recorded outputs |
+| cudagraph_buckets | tuple of ints       | ()                     | reduce-overhead: run a size that no operation mixes at the next of these sizes up (padding), and cut the outputs back; () records every size as it is |
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
@@ -38,6 +39,7 @@ class Options:
     fallback_random: bool = False
     cudagraph_sizes: int = 8
     cudagraph_capture: str = "cuda"
+    cudagraph_buckets: tuple = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -47,6 +49,9 @@ class Options:
         if self.cudagraph_capture not in CAPTURES:
             raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
                              f"expected one of {CAPTURES}")
+        if any(not isinstance(b, int) or b < 1 for b in self.cudagraph_buckets):
+            raise ValueError(f"tritonize: cudagraph_buckets must be positive ints, not {self.cudagraph_buckets!r}")
+        object.__setattr__(self, "cudagraph_buckets", tuple(sorted(set(self.cudagraph_buckets))))
         if self.cudagraph_sizes < 1:
             raise ValueError(f"tritonize: cudagraph_sizes must be at least 1, not {self.cudagraph_sizes}")
 

@@ -49,6 +49,7 @@ class CompiledGraph:
         self.constants = constants or {}  # the wrapper's CONSTANTS (kept for the graph cache)
         self.output_strides = output_strides
         self.cache_key: str | None = None  # its graph-cache key, once it is stored there (graph_cache)
+        self.padding = None  # CUDA graphs: where padding to size buckets is legal (cudagraphs/padding.py)
 
     @torch._dynamo.disable
     def __call__(self, args):

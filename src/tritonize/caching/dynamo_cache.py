@@ -55,6 +55,7 @@ from . import graph_cache
 from ..config import code_options
 from ..pipeline import CompiledGraph
 from ..runtime import disk_cache
+from ..runtime.cuda_graph_buckets import PaddingPlan
 
 try:
     from torch._dynamo.aot_compile_types import SerializableCallable
@@ -522,6 +523,8 @@ def load(key: str, options, gpus: list | None = None, example_inputs=()) -> Cach
             raise ValueError(f"format {entry['format']!r}")
         graph_key, disable_autocast = str(entry["graph_key"]), bool(entry["disable_autocast"])
         dynamic_dims = entry.get("dynamic_dims")
+        # CUDA graphs' bucket padding (cudagraphs/padding.py): a hit has no aten graph to analyse
+        padding = PaddingPlan.from_json(entry["padding"]) if entry.get("padding") is not None else None
         if not re.fullmatch(r"[0-9a-f]{40}", graph_key):
             raise ValueError(f"graph key {graph_key!r}")
     except (KeyError, TypeError, ValueError) as err:
@@ -531,6 +534,7 @@ def load(key: str, options, gpus: list | None = None, example_inputs=()) -> Cach
     if compiled is None:
         log.debug("tritonize cache: Dynamo entry %s names graph %s, which did not load", path, graph_key)
         return None
+    compiled.padding = padding
     return CachedInference(compiled, disable_autocast, gpus, dynamic_dims)
 
 
@@ -539,5 +543,6 @@ def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool, dy
     if directory is None or compiled.cache_key is None:
         return False
     entry = {"format": FORMAT, "graph_key": compiled.cache_key, "disable_autocast": disable_autocast,
-             "dynamic_dims": dynamic_dims}
+             "dynamic_dims": dynamic_dims,
+             "padding": compiled.padding.to_json() if compiled.padding is not None else None}
     return disk_cache.write_json(directory / f"{key}.entry", entry)

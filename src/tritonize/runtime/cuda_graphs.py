@@ -31,6 +31,8 @@ import weakref
 
 import torch
 
+from .cuda_graph_buckets import Padder, cut
+
 WARM_UP_CALLS = 1  # plain calls of a size key before it is recorded
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
 # torch 2.12 and later can re-point a storage at other memory (every view follows); 2.11 cannot
@@ -227,15 +229,17 @@ class Recording:
         self.copy_out = self.copy_out or bool(stuck)
         return not stuck
 
-    def outputs_for(self, args) -> list:
+    def outputs_for(self, args, shapes: dict | None = None) -> list:
+        """This replay's outputs; `shapes`: output position -> a smaller size (padded calls)."""
         storages = [storage_over(ptr, nbytes, device) for ptr, nbytes, device in self.storages]
         if self.copy_out:
             storages = [_copied(storage) for storage in storages]
         refs = [[] for _ in storages]
         outputs = []
-        for spec in self.specs:
+        for position, spec in enumerate(self.specs):
             if spec.kind == "pool":
-                tensor = tensor_on(storages[spec.a], spec.meta)
+                meta = spec.meta if not shapes or position not in shapes else {**spec.meta, "size": shapes[position]}
+                tensor = tensor_on(storages[spec.a], meta)
                 if not REPOINT_STORAGES:  # (evacuate's route without storage re-pointing)
                     refs[spec.a].append(weakref.ref(tensor))
                 outputs.append(tensor)
@@ -325,8 +329,9 @@ class GraphRunner:
     notes: the graph's explain() lines, which this appends to; name: the graph, for messages."""
 
     def __init__(self, call, plan: CapturePlan, pool: GraphPool, capture_kind: str, max_sizes: int,
-                 notes: list, name: str):
+                 notes: list, name: str, padder: Padder | None = None):
         self.call = call
+        self.padder = padder  # pads calls to size buckets (None: every size is recorded as it is)
         self.plan = plan
         self.pool = pool
         self.capture_kind = capture_kind
@@ -347,11 +352,24 @@ class GraphRunner:
     def __call__(self, args):
         if self.refusal is not None:
             return self.call(args)
+        pairs = self.padder.targets(args) if self.padder is not None else None
+        if pairs is not None:  # run at the bucket sizes, hand back the caller's sizes
+            padded = self.padder.pad(args, pairs)
+            args.clear()
+            args = padded
         key = self._key(args) if self.plan.key else ()
         recording = self.recordings.get(key)
         if recording is not None and self._fixed_in_place(recording, args):
-            return self._replay(recording, args)
-        return self._without_recording(key, recording, args)
+            return self._replay(recording, args, pairs)
+        return self._without_recording(key, recording, args, pairs)
+
+    def _plain(self, args, pairs):
+        """One call launching kernels one by one (outputs cut back for a padded call)."""
+        if pairs is None:
+            return self.call(args)
+        outputs = list(self.call(args))
+        sizes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in outputs]
+        return cut(outputs, self.padder.shapes(sizes, pairs))
 
     def _key(self, args) -> tuple:
         parts = []
@@ -364,7 +382,7 @@ class GraphRunner:
     def _fixed_in_place(recording: Recording, args) -> bool:
         return [args[i].data_ptr() for i in recording.fixed] == recording.fixed_ptrs
 
-    def _replay(self, recording: Recording, args):
+    def _replay(self, recording: Recording, args, pairs):
         copies = recording.copies
         if copies:
             with torch.no_grad():
@@ -373,13 +391,16 @@ class GraphRunner:
         if not self.pool.before_replay(recording):
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
-            return self.call(args)
+            return self._plain(args, pairs)
         recording.capture.replay()
-        outputs = recording.outputs_for(args)
+        shapes = None
+        if pairs is not None:
+            shapes = self.padder.shapes([spec.meta["size"] if spec.meta else None for spec in recording.specs], pairs)
+        outputs = recording.outputs_for(args, shapes)
         args.clear()
         return outputs
 
-    def _without_recording(self, key, stale: Recording | None, args):
+    def _without_recording(self, key, stale: Recording | None, args, pairs):
         if stale is not None:  # a fixed input moved: record again, copying inputs only found stable
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
             self.demoted.setdefault(key, set()).update(i for i in moved if i not in self.plan.static
@@ -389,17 +410,14 @@ class GraphRunner:
             if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
                 self._stop_key(key, f"the addresses of inputs {moved} keep changing")
         if key in self.plain_keys:
-            return self.call(args)
+            return self._plain(args, pairs)
         if key not in self.warm:
-            return self._warm_up(key, args)
+            self.warm[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in args]
+            return self._plain(args, pairs)
         if len(self.recordings) >= self.max_sizes:
             self._stop_key(key, f"more sizes than cudagraph_sizes={self.max_sizes}")
-            return self.call(args)
-        return self._record(key, args)
-
-    def _warm_up(self, key, args):
-        self.warm[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in args]
-        return self.call(args)
+            return self._plain(args, pairs)
+        return self._record(key, args, pairs)
 
     def _stop_key(self, key, reason: str) -> None:
         self.plain_keys.add(key)
@@ -413,10 +431,10 @@ class GraphRunner:
             self._warned = True
             warnings.warn(f"tritonize: {self.name}: CUDA graphs: {text}", stacklevel=4)
 
-    def _record(self, key, args):
+    def _record(self, key, args, pairs):
         problem = _uncapturable_input(args) if self.capture_kind == "cuda" else None
         if problem is not None:
-            return self._refuse(problem, args)
+            return self._refuse(problem, args, pairs)
         fixed = self._fixed_positions(key, args)
         copies, inputs = [], list(args)
         with torch.no_grad():
@@ -432,7 +450,7 @@ class GraphRunner:
         try:
             outputs = capture.record(functools.partial(run_writing_mutations, self.call, self.plan.mutations, inputs))
         except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
-            return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args)
+            return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args, pairs)
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         specs, storages = _describe_outputs(outputs, inputs, self.mutated)
         fixed = sorted(fixed)
@@ -443,7 +461,7 @@ class GraphRunner:
         self.records_of[key] = self.records_of.get(key, 0) + 1
         self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, "
                           f"{len(copies)} copied")
-        return self._replay(recording, args)
+        return self._replay(recording, args, pairs)
 
     def _fixed_positions(self, key, args) -> set:
         demoted = self.demoted.get(key, set())
@@ -458,10 +476,10 @@ class GraphRunner:
                 fixed.add(position)
         return fixed
 
-    def _refuse(self, reason: str, args):
+    def _refuse(self, reason: str, args, pairs):
         self.refusal = reason
         self._say(f"off, every call launches kernels one by one: {reason}")
-        return self.call(args)
+        return self._plain(args, pairs)
 
 
 def run_writing_mutations(call, mutations, inputs):

@@ -1,6 +1,7 @@
 """Compile-time decisions for CUDA graphs (mode="reduce-overhead", issue 18): which inputs a
 recording reads in place, which outputs are new values of mutated inputs, what the size key reads,
-and whether the graph can be captured at all. runtime/cuda_graphs.py does the rest at call time.
+and whether the graph can be captured at all, and (padding.py) which sizes may be padded to
+buckets. runtime/cuda_graphs.py does the rest at call time.
 
 The decisions come from AOTAutograd's metadata (TracingContext.fw_metadata): its static inputs
 (parameters and buffers), and its mutated inputs, whose new values the graph returns first. A
@@ -12,9 +13,11 @@ import warnings
 
 import torch
 
-from .errors import Unsupported
-from .pipeline import graph_device as graph_device_kind
-from .runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
+from ..errors import Unsupported
+from ..pipeline import graph_device as graph_device_kind
+from ..runtime.cuda_graph_buckets import Padder
+from ..runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
+from .padding import padding_plan
 
 CAPTURING_MODES = ("reduce-overhead",)
 
@@ -38,7 +41,30 @@ def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: s
                  f"sizes), {len(plan.static)} static input(s), {len(plan.mutations)} input mutation(s) "
                  "inside the graph")
     compiled.call = GraphRunner(compiled.call, plan, pool, options.cudagraph_capture,
-                                options.cudagraph_sizes, notes, name)
+                                options.cudagraph_sizes, notes, name, padder(compiled, gm, example_inputs, role, options))
+
+
+def padder(compiled, gm, example_inputs, role: str, options) -> Padder | None:
+    """The bucket padding of an inference graph with symbolic sizes (None without buckets, or
+    when no size may be padded). The plan is kept on `compiled` (the Dynamo-level cache stores
+    it: a hit has no aten graph to analyse)."""
+    if role == "inference" and gm is not None and plan_needed(example_inputs):
+        compiled.padding = padding_plan(gm, example_inputs, _aot_metadata())
+    plan = getattr(compiled, "padding", None)
+    if plan is None or not options.cudagraph_buckets:
+        return None
+    notes = compiled.artifacts.notes
+    notes += [f"CUDA graphs: size {symbol} is not padded: {why}" for symbol, why in plan.refused]
+    if not plan.symbols:
+        return None
+    notes.append(f"CUDA graphs: sizes {', '.join(plan.symbols)} are padded up to the next of the buckets "
+                 f"{tuple(options.cudagraph_buckets)}")
+    return Padder(plan, options.cudagraph_buckets)
+
+
+def plan_needed(example_inputs) -> bool:
+    return any(isinstance(x, torch.SymInt) or isinstance(x, torch.Tensor)
+               and any(isinstance(d, torch.SymInt) for d in x.shape) for x in example_inputs)
 
 
 CPU_GRAPH = "a CPU graph (mode='reduce-overhead' has no effect on the CPU)"

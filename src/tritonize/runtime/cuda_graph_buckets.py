@@ -1,0 +1,126 @@
+"""Padding to size buckets for CUDA graphs (mode="reduce-overhead", option cudagraph_buckets).
+
+A graph with symbolic sizes records one CUDA graph per size. With buckets, a call whose size is
+not a bucket is run at the next bucket up: the inputs are padded along the dimensions that carry
+that size (zeros after the caller's data), and the outputs are cut back to the caller's size.
+cuda_graph_padding.py decides at compile time which sizes may be padded (those no operation mixes
+along) and writes a `PaddingPlan`; this module applies it at call time.
+
+A size `s` "carries" a dimension whose size is s times a factor free of s (a flattened batch of
+s rows of t tokens: s*t). Padding s to S makes that dimension S times the factor; the real data
+stays first, so cutting outputs back is a narrower view with the same strides.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddingPlan:
+    """What may be padded, as plain data (the Dynamo-level cache stores it as JSON).
+
+    symbols: the sizes' names (for messages); upper: per symbol, the largest value its guards
+    allow (None: no bound); inputs: (input position, dim, symbol index, factor) per carrying
+    dimension, dim -1 for an int input holding the size; outputs: (output position, dim, symbol
+    index) per carrying dimension of an output, whose size is the symbol's value times the factor
+    read from the padded output itself; refused: (symbol name, why) for sizes that stay exact."""
+
+    symbols: tuple = ()
+    upper: tuple = ()
+    inputs: tuple = ()
+    outputs: tuple = ()
+    refused: tuple = ()
+
+    def to_json(self) -> dict:
+        return {field.name: [list(item) if isinstance(item, tuple) else item for item in getattr(self, field.name)]
+                for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PaddingPlan":
+        return cls(**{name: tuple(tuple(item) if isinstance(item, list) else item for item in data[name])
+                      for name in ("symbols", "upper", "inputs", "outputs", "refused")})
+
+
+def sizes_of(plan: PaddingPlan, args) -> list[int]:
+    """The value of each padded symbol in this call."""
+    values: list = [None] * len(plan.symbols)
+    for position, dim, symbol, factor in plan.inputs:
+        if values[symbol] is None:
+            x = args[position]
+            values[symbol] = int(x) if dim < 0 else x.shape[dim] // factor
+    return values
+
+
+def bucket_for(value: int, buckets: tuple, upper) -> int:
+    """The smallest bucket at least `value` that the symbol's guards allow, or value itself."""
+    index = bisect.bisect_left(buckets, value)
+    if index == len(buckets) or (upper is not None and buckets[index] > upper):
+        return value
+    return buckets[index]
+
+
+class Padder:
+    """Pads one call's inputs to its buckets and cuts the outputs back."""
+
+    def __init__(self, plan: PaddingPlan, buckets: tuple):
+        self.plan = plan
+        self.buckets = tuple(sorted(buckets))
+
+    def targets(self, args) -> list[tuple[int, int]] | None:
+        """(value, bucket) per symbol, or None when no symbol needs padding in this call."""
+        pairs = [(value, bucket_for(value, self.buckets, upper))
+                 for value, upper in zip(sizes_of(self.plan, args), self.plan.upper)]
+        return pairs if any(value != bucket for value, bucket in pairs) else None
+
+    def pad(self, args, pairs) -> list:
+        """The inputs at the bucket sizes: the caller's data first, zeros after it."""
+        padded = list(args)
+        growth: dict = {}
+        for position, dim, symbol, factor in self.plan.inputs:
+            value, bucket = pairs[symbol]
+            if value == bucket:
+                continue
+            if dim < 0:
+                padded[position] = bucket
+            else:
+                growth.setdefault(position, []).append((dim, factor * (bucket - value)))
+        for position, grows in growth.items():
+            padded[position] = padded_copy(args[position], grows)
+        return padded
+
+    def shapes(self, sizes: list, pairs) -> dict:
+        """Output position -> the caller's size, for the outputs padding made larger; `sizes`:
+        the padded outputs' sizes."""
+        shapes: dict = {}
+        for position, dim, symbol in self.plan.outputs:
+            value, bucket = pairs[symbol]
+            if value == bucket:
+                continue
+            size = list(shapes.get(position, sizes[position]))
+            size[dim] = size[dim] // bucket * value
+            shapes[position] = tuple(size)
+        return shapes
+
+
+def padded_copy(x: torch.Tensor, grows) -> torch.Tensor:
+    """A contiguous copy of x grown by `grows` [(dim, extra)], zeros in the new part."""
+    size = list(x.shape)
+    for dim, extra in grows:
+        size[dim] += extra
+    padded = x.new_zeros(size)
+    region = padded
+    for dim in range(x.dim()):
+        region = region.narrow(dim, 0, x.shape[dim])
+    region.copy_(x)
+    return padded
+
+
+def cut(outputs: list, shapes: dict) -> list:
+    """Outputs narrowed to the caller's sizes (the real data is first along each dimension)."""
+    for position, size in shapes.items():
+        out = outputs[position]
+        outputs[position] = out.as_strided(size, out.stride(), out.storage_offset())
+    return outputs
