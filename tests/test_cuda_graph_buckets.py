@@ -12,7 +12,6 @@ import torch
 import tritonize
 from tritonize.backend import make_backend
 from tritonize.caching import dynamo_cache
-from tritonize.runtime import cuda_graphs
 from tritonize.runtime.cuda_graph_buckets import PaddingPlan, bucket_for
 from helpers import assert_same
 
@@ -55,14 +54,6 @@ def mlp(device):
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
                                torch.nn.Linear(32, 8)).to(device)
-
-
-def repoint(request, monkeypatch):
-    if request.param == "repoint tensors":
-        monkeypatch.setattr(cuda_graphs, "REPOINT_STORAGES", False)
-    elif not cuda_graphs.REPOINT_STORAGES:
-        pytest.skip("this torch cannot re-point a storage")
-    return request.param
 
 
 def test_batches_share_the_recording_of_their_bucket(device, repoint):

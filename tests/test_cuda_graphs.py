@@ -52,16 +52,6 @@ def test_replays_match_eager_and_record_once(device):
     assert any("static input" in note for note in notes(recorder))
 
 
-def repoint(request, monkeypatch):
-    """Both ways of evacuating a kept output: torch 2.12+ re-points the storage; torch 2.11 can
-    only re-point the tensors handed out (and copies from then on when the caller made views)."""
-    if request.param == "repoint tensors":
-        monkeypatch.setattr(cuda_graphs, "REPOINT_STORAGES", False)
-    elif not cuda_graphs.REPOINT_STORAGES:
-        pytest.skip("this torch cannot re-point a storage")
-    return request.param
-
-
 def test_kept_outputs_are_never_overwritten(device, repoint):
     """The caller keeps every output (and a view of one) across replays: each keeps its value."""
     model = mlp(device)
