@@ -93,8 +93,8 @@ BUCKETS = (1, 2, 4, 8, 16)
 def build(name, model):
     if name == "tritonize-ro-buckets":
         common.import_tritonize()
-        return torch.compile(model, backend="tritonize", mode="reduce-overhead",
-                             options={"cudagraph_buckets": BUCKETS})
+        return torch.compile(model, backend="tritonize",  # (torch.compile takes mode or options)
+                             options={"mode": "reduce-overhead", "cudagraph_buckets": BUCKETS})
     return common.build_backend(name, model)
 
 
