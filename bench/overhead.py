@@ -11,7 +11,8 @@ median counts; bench/common.time_iterations):
           cache with a mask of the filled positions; the cache and the position change every call.
   sizes   the mlp stack at batch sizes 1 to 16 in turn (a serving loop: every call another size;
           ms per call averaged over the sizes), for eager, Inductor reduce-overhead (a recording
-          per size) and tritonize reduce-overhead without and with padding to the buckets
+          per size) and tritonize reduce-overhead without (8 sizes recorded, the rest launched
+          plain) and with padding to the buckets
           1, 2, 4, 8, 16 ("tritonize-ro-buckets": five recordings). Also printed: the first pass
           over the sizes after compiling (the recordings' cost).
 Each compiled result is checked against eager (and the cache the compiled step wrote against the
@@ -115,13 +116,12 @@ def run_sizes(names, rounds):
             first_pass[name] = (time.perf_counter() - start) * 1e3
             ok &= all(torch.allclose(fn(x), e, atol=1e-4, rtol=1e-4) for x, e in zip(inputs, expected))
             rows.append((name, fn, ok))
-        state = {"call": 0}
+        def one_pass(fn):  # a timed "call" is a pass over every size (a median of single calls
+            for x in inputs:  # would hide the slow sizes)
+                fn(x)
 
-        def call(fn):
-            state["call"] += 1
-            return fn(inputs[state["call"] % len(inputs)])
-
-        results = _time_rows("sizes", rows, call, rounds)
+        results = [(w, name, ms / len(inputs), peak, ok) for w, name, ms, peak, ok
+                   in _time_rows("sizes", rows, one_pass, rounds)]
     print("first pass over sizes 1-16 after compiling (ms, recordings included): "
           + ", ".join(f"{name} {ms:.1f}" for name, ms in first_pass.items()))
     return results

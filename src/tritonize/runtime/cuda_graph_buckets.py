@@ -68,6 +68,7 @@ class Padder:
     def __init__(self, plan: PaddingPlan, buckets: tuple):
         self.plan = plan
         self.buckets = tuple(sorted(buckets))
+        self.grown = {position for position, dim, _, _ in plan.inputs if dim >= 0}  # tensors padding grows
 
     def targets(self, args) -> list[tuple[int, int]] | None:
         """(value, bucket) per symbol, or None when no symbol needs padding in this call."""
@@ -76,20 +77,43 @@ class Padder:
         return pairs if any(value != bucket for value, bucket in pairs) else None
 
     def pad(self, args, pairs) -> list:
-        """The inputs at the bucket sizes: the caller's data first, zeros after it."""
+        """The inputs at the bucket sizes: the caller's data first, zeros after it (inputs
+        already at the bucket's sizes stay as they are)."""
         padded = list(args)
+        for position, grows in self._growth(args, pairs).items():
+            if grows[0][0] < 0:
+                padded[position] = grows[0][1]
+            else:
+                padded[position] = padded_copy(args[position], grows)
+        return padded
+
+    def stand_ins(self, args, pairs) -> list:
+        """The inputs as the size key reads them at the bucket's sizes, without padding any:
+        a grown tensor's stand-in has only the padded `.shape`."""
+        shaped = list(args)
+        for position, grows in self._growth(args, pairs).items():
+            if grows[0][0] < 0:
+                shaped[position] = grows[0][1]
+                continue
+            size = list(args[position].shape)
+            for dim, extra in grows:
+                size[dim] += extra
+            shaped[position] = _Shape(tuple(size))
+        return shaped
+
+    def _growth(self, args, pairs) -> dict:
+        """position -> [(dim, extra elements)] for tensors still at the caller's sizes, or
+        [(-1, bucket)] for an int input."""
         growth: dict = {}
         for position, dim, symbol, factor in self.plan.inputs:
             value, bucket = pairs[symbol]
             if value == bucket:
                 continue
             if dim < 0:
-                padded[position] = bucket
-            else:
+                growth[position] = [(-1, bucket)]
+            elif args[position].shape[dim] == factor * value:
                 growth.setdefault(position, []).append((dim, factor * (bucket - value)))
-        for position, grows in growth.items():
-            padded[position] = padded_copy(args[position], grows)
-        return padded
+        return growth
 
     def shapes(self, sizes: list, pairs) -> dict:
         """Output position -> the caller's size, for the outputs padding made larger; `sizes`:
@@ -103,6 +127,13 @@ class Padder:
             size[dim] = size[dim] // bucket * value
             shapes[position] = tuple(size)
         return shapes
+
+
+class _Shape:
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple):
+        self.shape = shape
 
 
 def padded_copy(x: torch.Tensor, grows) -> torch.Tensor:

@@ -352,22 +352,23 @@ class GraphRunner:
     def __call__(self, args):
         if self.refusal is not None:
             return self.call(args)
+        # a padded call runs at its bucket's sizes and hands back the caller's sizes
         pairs = self.padder.targets(args) if self.padder is not None else None
-        if pairs is not None:  # run at the bucket sizes, hand back the caller's sizes
-            padded = self.padder.pad(args, pairs)
-            args.clear()
-            args = padded
-        key = self._key(args) if self.plan.key else ()
+        key = () if not self.plan.key else self._key(args if pairs is None else self.padder.stand_ins(args, pairs))
         recording = self.recordings.get(key)
         if recording is not None and self._fixed_in_place(recording, args):
             return self._replay(recording, args, pairs)
+        if pairs is not None:
+            padded = self.padder.pad(args, pairs)
+            args.clear()
+            args = padded
         return self._without_recording(key, recording, args, pairs)
 
     def _plain(self, args, pairs):
         """One call launching kernels one by one (outputs cut back for a padded call)."""
         if pairs is None:
             return self.call(args)
-        outputs = list(self.call(args))
+        outputs = list(self.call(self.padder.pad(args, pairs)))
         sizes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in outputs]
         return cut(outputs, self.padder.shapes(sizes, pairs))
 
@@ -383,11 +384,17 @@ class GraphRunner:
         return [args[i].data_ptr() for i in recording.fixed] == recording.fixed_ptrs
 
     def _replay(self, recording: Recording, args, pairs):
+        """Replay with the caller's inputs (at a padded call's own sizes, copied into the first
+        rows of the recording's buffers: the rows after them keep earlier calls' values, which no
+        real row reads)."""
         copies = recording.copies
         if copies:
             with torch.no_grad():
                 for position, buffer in copies:
-                    buffer.copy_(args[position])
+                    x = args[position]
+                    if pairs is not None and x.shape != buffer.shape:
+                        buffer = buffer[tuple(slice(0, size) for size in x.shape)]
+                    buffer.copy_(x)
         if not self.pool.before_replay(recording):
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
@@ -464,7 +471,8 @@ class GraphRunner:
         return self._replay(recording, args, pairs)
 
     def _fixed_positions(self, key, args) -> set:
-        demoted = self.demoted.get(key, set())
+        """Inputs the recording reads in place (module text); never one that padding grows."""
+        demoted = self.demoted.get(key, set()) | (self.padder.grown if self.padder is not None else set())
         warm = self.warm.get(key) or []
         fixed = set()
         for position, x in enumerate(args):
