@@ -20,7 +20,7 @@ case "${1:-}" in
     models1|models2)
         models=$([ "$1" = models1 ] && echo gpt2,bert,llama || echo resnet50,vit,mobilenetv3)
         timeout 580 python3 bench/models.py --batch 1 --skip-warm --models "$models" \
-            --backends eager,inductor,inductor-ro,tritonize,tritonize-ro --markdown "$OUT/$1.md" 2>&1 | quiet ;;
+            --backends eager,inductor-ro,tritonize,tritonize-ro --markdown "$OUT/$1.md" 2>&1 | quiet ;;
     training)
         timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-ro \
             --markdown "$OUT/training.md" 2>&1 | quiet ;;

@@ -215,6 +215,24 @@ class Recording:
         self.inputs = inputs  # what the capture read (keeps our buffers and fixed inputs alive)
         self.handed: list = []  # [(storage, [weak references to its tensors])] handed out by the last replay
         self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
+        self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
+        self.cut: dict = {}  # padded calls' sizes -> {output position: the caller's size}
+
+    def region(self, position: int, buffer: torch.Tensor, shape) -> torch.Tensor:
+        """The part of a padded input's buffer that a smaller call's input fills."""
+        key = (position, shape)
+        if key not in self.regions:
+            region = buffer
+            for dim, size in enumerate(shape):
+                region = region.narrow(dim, 0, size)
+            self.regions[key] = region
+        return self.regions[key]
+
+    def cut_shapes(self, padder, pairs) -> dict:
+        key = tuple(pairs)
+        if key not in self.cut:
+            self.cut[key] = padder.shapes([spec.meta["size"] if spec.meta else None for spec in self.specs], pairs)
+        return self.cut[key]
 
     def owns(self, data_ptr: int) -> bool:
         return any(start <= data_ptr < start + nbytes for start, nbytes, _ in self.storages)
@@ -393,17 +411,14 @@ class GraphRunner:
                 for position, buffer in copies:
                     x = args[position]
                     if pairs is not None and x.shape != buffer.shape:
-                        buffer = buffer[tuple(slice(0, size) for size in x.shape)]
+                        buffer = recording.region(position, buffer, x.shape)
                     buffer.copy_(x)
         if not self.pool.before_replay(recording):
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
             return self._plain(args, pairs)
         recording.capture.replay()
-        shapes = None
-        if pairs is not None:
-            shapes = self.padder.shapes([spec.meta["size"] if spec.meta else None for spec in recording.specs], pairs)
-        outputs = recording.outputs_for(args, shapes)
+        outputs = recording.outputs_for(args, None if pairs is None else recording.cut_shapes(self.padder, pairs))
         args.clear()
         return outputs
 
