@@ -68,10 +68,18 @@ class CudaCapture:
         self.graph = None
 
     def record(self, run):
+        """Capture `run`. cuBLAS keeps a workspace per stream; the capture's stream would get
+        one of its own besides the caller's (32 MiB on Hopper, for the program's life), so the
+        workspaces are dropped before and after: the capture's lands in the pool, free to reuse
+        once the graph is recorded (as Inductor's cudagraph trees do)."""
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local"):
-            outputs = run()
+        torch._C._cuda_clearCublasWorkspaces()
+        try:
+            with torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local"):
+                outputs = run()
+        finally:
+            torch._C._cuda_clearCublasWorkspaces()
         return outputs
 
     def replay(self) -> None:
@@ -215,6 +223,7 @@ class Recording:
         self.inputs = inputs  # what the capture read (keeps our buffers and fixed inputs alive)
         self.handed: list = []  # [(storage, [weak references to its tensors])] handed out by the last replay
         self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
+        self.reads_args = [spec.a for spec in specs if spec.kind in ("mutated", "input")]  # outputs built from inputs
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
         self.cut: dict = {}  # padded calls' sizes -> {output position: the caller's size}
 
@@ -417,9 +426,16 @@ class GraphRunner:
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
             return self._plain(args, pairs)
+        if self.capture_kind == "cuda":
+            # Let the caller's inputs go before the replay (a backward's copied gradient is freed
+            # where eager's backward would free it); the replay is ordered after on the stream.
+            kept = {position: args[position] for position in recording.reads_args}
+            args.clear()
+            args = kept
         recording.capture.replay()
         outputs = recording.outputs_for(args, None if pairs is None else recording.cut_shapes(self.padder, pairs))
-        args.clear()
+        if isinstance(args, list):
+            args.clear()
         return outputs
 
     def _without_recording(self, key, stale: Recording | None, args, pairs):

@@ -1,0 +1,93 @@
+"""Where CUDA graphs' memory goes (issue 18): a model's step with and without mode="reduce-overhead",
+on the GPU, each in a process of its own.
+
+    PYTHONPATH=src python3 bench/cuda_graph_memory.py --models gpt2,llama --mode training
+
+Per model and back end: peak memory over 5 steps after warm-up (torch.cuda.max_memory_allocated,
+weights included), and for reduce-overhead what the recordings hold for the program's life: their
+outputs (pool memory every replay writes; in training the forward's outputs are the activations
+saved for the backward) and their input buffers (copies of inputs whose address changes).
+The step is bench/models.py's (inference: forward under no_grad in bf16; training: autocast bf16,
+loss = output.float().square().mean(), backward).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+import model_zoo  # noqa: E402
+
+
+def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict:
+    from models import Workload  # (bench/models.py: the suite's own workload)
+
+    torch.manual_seed(0)
+    spec = model_zoo.SPECS_BY_NAME[model_name]
+    workload = Workload(spec, mode, False, "cuda", batch)
+    step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    result = {"peak": torch.cuda.max_memory_allocated(), "allocated": torch.cuda.memory_allocated()}
+    if backend.endswith("-ro"):
+        result.update(recording_bytes())
+    return result
+
+
+def recording_bytes() -> dict:
+    from tritonize.runtime import cuda_graphs
+
+    outputs = buffers = count = 0
+    for pool in cuda_graphs._POOLS.values():
+        for recording in pool.recordings:
+            count += 1
+            outputs += sum(nbytes for _, nbytes, _ in recording.storages)
+            buffers += sum(buffer.untyped_storage().nbytes() for _, buffer in recording.copies)
+    return {"recordings": count, "outputs": outputs, "buffers": buffers}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gpt2,llama")
+    parser.add_argument("--mode", default="training", choices=["inference", "training"])
+    parser.add_argument("--backends", default="tritonize,tritonize-ro")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print("RESULT " + json.dumps(measure(*args.worker[:2], args.worker[2], args.batch)))
+        return
+    print(common.environment_line("cuda"))
+    rows = []
+    for model in args.models.split(","):
+        for backend in args.backends.split(","):
+            command = [sys.executable, __file__, "--worker", model, args.mode, backend]
+            command += ["--batch", str(args.batch)] if args.batch else []
+            done = subprocess.run(command, capture_output=True, text=True, timeout=400)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            if not lines:
+                rows.append((model, backend, "fails: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]))
+                continue
+            r = json.loads(lines[-1][len("RESULT "):])
+            mib = {k: f"{v / 2**20:.0f}" for k, v in r.items() if k != "recordings"}
+            rows.append((model, backend, mib["peak"], mib["allocated"], mib.get("outputs", "-"),
+                         mib.get("buffers", "-"), r.get("recordings", "-")))
+    headers = ["model", "backend", "peak MiB", "allocated after MiB", "recording outputs MiB",
+               "input buffers MiB", "recordings"]
+    print(common.format_markdown(headers, [row + ("",) * (len(headers) - len(row)) for row in rows]))
+
+
+if __name__ == "__main__":
+    main()
