@@ -96,7 +96,7 @@ def test_a_size_above_the_largest_bucket_is_recorded_as_it_is(device):
     model, recorder = mlp(device), []
     f = compiled(model, device, recorder, buckets=(4,))
     with torch.no_grad():
-        for batch in (6, 6, 6, 3, 3):
+        for batch in (6, 6, 6, 3, 3, 3):
             x = torch.randn(batch, 16, device=device)
             assert_same(f(x), model(x))
     assert sorted(recorded_sizes(recorder)) == ["(4, (4, 16))", "(6, (6, 16))"], notes(recorder)
@@ -138,7 +138,7 @@ def test_a_transformer_pads_its_batch_but_not_its_sequence(device):
     model, recorder = Block().to(device).eval(), []
     f = compiled(model, device, recorder)
     with torch.no_grad():
-        for batch, length in ((3, 5), (3, 5), (3, 5), (5, 5), (7, 5), (3, 6)):
+        for batch, length in ((3, 5), (3, 5), (3, 5), (5, 5), (7, 5), (6, 5), (3, 6)):
             x = torch.randn(batch, length, 32, device=device)
             assert_same(f(x), model(x))
     assert padded(recorder), notes(recorder)
@@ -201,7 +201,7 @@ def test_without_buckets_every_size_is_recorded(device):
     model, recorder = mlp(device), []
     f = compiled(model, device, recorder, buckets=())
     with torch.no_grad():
-        for batch in (3, 3, 5, 5):
+        for batch in (3, 3, 3, 5, 5, 5):
             x = torch.randn(batch, 16, device=device)
             assert_same(f(x), model(x))
     assert sorted(recorded_sizes(recorder)) == ["(3, (3, 16))", "(5, (5, 16))"]

@@ -3,7 +3,8 @@
 A `GraphRunner` stands in for one compiled graph's wrapper `call(args)`. Per size key (the
 values of the graph's size symbols, read from the inputs; one key for a static graph) the first
 call runs plain (Triton compiles and tunes, the libraries initialise), the second records a CUDA
-graph into the device's shared pool, and every later call replays it.
+graph into the device's shared pool (the third when an input it would copy moved in between:
+`_settling`), and every later call replays it.
 
 - **Fixed inputs** are read in place by the recording: parameters and buffers, inputs the graph
   mutates, tensors that live in another recording's outputs or fixed inputs (a forward's saved
@@ -33,7 +34,7 @@ import torch
 
 from .cuda_graph_buckets import Padder, cut
 
-WARM_UP_CALLS = 1  # plain calls of a size key before it is recorded
+SETTLING_CALLS = 1  # extra plain calls of a size key while inputs that would be copied move
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
 # torch 2.12 and later can re-point a storage at other memory (every view follows); 2.11 cannot
 REPOINT_STORAGES = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
@@ -370,6 +371,7 @@ class GraphRunner:
         # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool
         weakref.finalize(self, pool.release, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
+        self.settling: dict = {}  # key -> plain calls spent waiting for inputs' addresses to settle
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
         self.refusal = plan.refusal
@@ -449,13 +451,29 @@ class GraphRunner:
                 self._stop_key(key, f"the addresses of inputs {moved} keep changing")
         if key in self.plain_keys:
             return self._plain(args, pairs)
-        if key not in self.warm:
+        if key not in self.warm or self._settling(key, args):
             self.warm[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in args]
             return self._plain(args, pairs)
         if len(self.recordings) >= self.max_sizes:
             self._stop_key(key, f"more sizes than cudagraph_sizes={self.max_sizes}")
             return self._plain(args, pairs)
         return self._record(key, args, pairs)
+
+    def _settling(self, key, args) -> bool:
+        """True for one more plain call (SETTLING_CALLS) when an input that the recording would
+        copy moved since the last call. A backward's incoming gradient is allocated by autograd
+        each step; its address settles once the forward replays (the warm-up step ran it plain),
+        and read in place it needs no buffer of the recording's own (GPT-2's logits gradient:
+        393 MiB for the program's life)."""
+        calls = self.settling.get(key, 0)
+        if calls >= SETTLING_CALLS:
+            return False
+        warm = self.warm[key]
+        moved = any(isinstance(x, torch.Tensor) and x.data_ptr() != warm[position]
+                    and position not in self.plan.static and position not in self.mutated.values()
+                    and not self.pool.resident(x.data_ptr()) for position, x in enumerate(args))
+        self.settling[key] = calls + 1
+        return moved
 
     def _stop_key(self, key, reason: str) -> None:
         self.plain_keys.add(key)
