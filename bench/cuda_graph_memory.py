@@ -4,11 +4,13 @@ on the GPU, each in a process of its own.
     PYTHONPATH=src python3 bench/cuda_graph_memory.py --models gpt2,llama --mode training
 
 Per model and back end: peak memory over 5 steps after warm-up (torch.cuda.max_memory_allocated,
-weights included), and for reduce-overhead what the recordings hold for the program's life: their
+weights included; and max_memory_reserved: what the process holds, graph pools included), and
+for reduce-overhead what the recordings hold for the program's life: their
 outputs (pool memory every replay writes; in training the forward's outputs are the activations
 saved for the backward) and their input buffers (copies of inputs whose address changes).
 The step is bench/models.py's (inference: forward under no_grad in bf16; training: autocast bf16,
-loss = output.float().square().mean(), backward).
+loss = output.float().square().mean(), backward). LOG_ADDRESSES=1 prints the addresses of each
+graph call's large inputs (which ones move from step to step) and the large copied inputs.
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict
     torch.manual_seed(0)
     spec = model_zoo.SPECS_BY_NAME[model_name]
     workload = Workload(spec, mode, False, "cuda", batch)
+    if backend.endswith("-ro") and os.environ.get("LOG_ADDRESSES"):
+        common.import_tritonize()
+        log_addresses()
     step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
     for _ in range(3):
         step()
@@ -40,7 +45,8 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict
     for _ in range(5):
         step()
     torch.cuda.synchronize()
-    result = {"peak": torch.cuda.max_memory_allocated(), "allocated": torch.cuda.memory_allocated()}
+    result = {"peak": torch.cuda.max_memory_allocated(), "allocated": torch.cuda.memory_allocated(),
+              "reserved": torch.cuda.max_memory_reserved()}
     if backend.endswith("-ro"):
         result.update(recording_bytes())
     return result
@@ -50,12 +56,31 @@ def recording_bytes() -> dict:
     from tritonize.runtime import cuda_graphs
 
     outputs = buffers = count = 0
+    copied = []
     for pool in cuda_graphs._POOLS.values():
         for recording in pool.recordings:
             count += 1
             outputs += sum(nbytes for _, nbytes, _ in recording.storages)
             buffers += sum(buffer.untyped_storage().nbytes() for _, buffer in recording.copies)
+            copied += [f"{position}:{tuple(buffer.shape)}" for position, buffer in recording.copies
+                       if buffer.untyped_storage().nbytes() > 2**20]
+    print("copied inputs over 1 MiB: " + ", ".join(copied), file=sys.stderr)
     return {"recordings": count, "outputs": outputs, "buffers": buffers}
+
+
+def log_addresses() -> None:
+    """Print the addresses of every graph call's large tensor inputs (to see which move)."""
+    from tritonize.runtime import cuda_graphs
+
+    original = cuda_graphs.GraphRunner.__call__
+
+    def call(self, args):
+        big = [(i, x.data_ptr() % 2**32) for i, x in enumerate(args)
+               if isinstance(x, torch.Tensor) and x.untyped_storage().nbytes() > 64 * 2**20]
+        print(f"{self.name}: {big}", file=sys.stderr)
+        return original(self, args)
+
+    cuda_graphs.GraphRunner.__call__ = call
 
 
 def main():
@@ -81,11 +106,13 @@ def main():
                 rows.append((model, backend, "fails: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]))
                 continue
             r = json.loads(lines[-1][len("RESULT "):])
+            if os.environ.get("LOG_ADDRESSES"):
+                print("\n".join(line for line in done.stderr.splitlines() if "graph" in line or "copied" in line))
             mib = {k: f"{v / 2**20:.0f}" for k, v in r.items() if k != "recordings"}
-            rows.append((model, backend, mib["peak"], mib["allocated"], mib.get("outputs", "-"),
+            rows.append((model, backend, mib["peak"], mib["reserved"], mib["allocated"], mib.get("outputs", "-"),
                          mib.get("buffers", "-"), r.get("recordings", "-")))
-    headers = ["model", "backend", "peak MiB", "allocated after MiB", "recording outputs MiB",
-               "input buffers MiB", "recordings"]
+    headers = ["model", "backend", "peak MiB", "peak reserved MiB", "allocated after MiB",
+               "recording outputs MiB", "input buffers MiB", "recordings"]
     print(common.format_markdown(headers, [row + ("",) * (len(headers) - len(row)) for row in rows]))
 
 
