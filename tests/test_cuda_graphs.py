@@ -132,6 +132,30 @@ def test_moved_parameter_records_again(device):
     assert recorded(recorder) == 2, notes(recorder)
 
 
+def test_a_copied_input_that_stops_moving_is_read_in_place(device):
+    """An input that moved while the graph warmed up is copied; once it stays at one address for
+    PROMOTE_AFTER calls the graph is recorded again reading it in place (its new contents count
+    at every call), and if it moves after all it is copied again."""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    kept = [torch.randn(4, 6, device=device) for _ in range(3)]  # distinct addresses while warming up
+    for x in kept:
+        assert_same(f(x), fn(x))
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+    steady = torch.randn(4, 6, device=device)
+    for step in range(cuda_graphs.PROMOTE_AFTER + 2):
+        steady.normal_()  # same address, new contents
+        assert_same(f(steady), fn(steady))
+    assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), notes(recorder)
+    for x in kept + kept:  # moving again: recorded once more, copying it
+        assert_same(f(x), fn(x))
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+    assert recorded(recorder) == 3, notes(recorder)
+
+
 def test_one_recording_per_size_up_to_the_limit(device):
     def fn(x):
         return torch.softmax(x * 3, dim=-1) + 1

@@ -37,8 +37,7 @@ def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: s
         return
     device = cuda_device(example_inputs) if options.cudagraph_capture == "cuda" else torch.device("cpu")
     pool = pool_for(options.cudagraph_capture, device)
-    notes.append(f"CUDA graphs: recorded at the second call of each size, or the third when inputs moved "
-                 f"(up to {options.cudagraph_sizes} "
+    notes.append(f"CUDA graphs: recorded at the second call of each size (up to {options.cudagraph_sizes} "
                  f"sizes), {len(plan.static)} static input(s), {len(plan.mutations)} input mutation(s) "
                  "inside the graph")
     compiled.call = GraphRunner(compiled.call, plan, pool, options.cudagraph_capture,

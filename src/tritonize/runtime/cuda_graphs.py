@@ -3,15 +3,16 @@
 A `GraphRunner` stands in for one compiled graph's wrapper `call(args)`. Per size key (the
 values of the graph's size symbols, read from the inputs; one key for a static graph) the first
 call runs plain (Triton compiles and tunes, the libraries initialise), the second records a CUDA
-graph into the device's shared pool (the third when an input it would copy moved in between:
-`_settling`), and every later call replays it.
+graph into the device's shared pool, and every later call replays it.
 
 - **Fixed inputs** are read in place by the recording: parameters and buffers, inputs the graph
   mutates, tensors that live in another recording's outputs or fixed inputs (a forward's saved
   activations reaching the backward), and tensors found at the same address at the warm-up call
   and the recording call. Their addresses are compared at every call; a change records again
   (and an input that was only found stable is copied from then on).
-- **Other tensor inputs** are copied into the recording's own buffers before each replay.
+- **Other tensor inputs** are copied into the recording's own buffers before each replay. One
+  that then stays at one address for PROMOTE_AFTER calls is read in place by a new recording
+  (once per input: `_promote`).
 - **Outputs** live in pool memory that every replay writes. Each call hands out new storages
   over that memory; before a replay that may overwrite it, a storage the caller still holds is
   evacuated: its bytes are copied to fresh memory and the storage is re-pointed there, so every
@@ -34,7 +35,7 @@ import torch
 
 from .cuda_graph_buckets import Padder, cut
 
-SETTLING_CALLS = 1  # extra plain calls of a size key while inputs that would be copied move
+PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
 # torch 2.12 and later can re-point a storage at other memory (every view follows); 2.11 cannot
 REPOINT_STORAGES = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
@@ -227,6 +228,18 @@ class Recording:
         self.reads_args = [spec.a for spec in specs if spec.kind in ("mutated", "input")]  # outputs built from inputs
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
         self.cut: dict = {}  # padded calls' sizes -> {output position: the caller's size}
+        self.watched: dict = {}  # copied input position -> [its last address, calls in a row there]
+
+    def steady_inputs(self, args) -> list:
+        """The watched copied inputs found at one address PROMOTE_AFTER calls in a row."""
+        steady = []
+        for position, seen in self.watched.items():
+            ptr = args[position].data_ptr()
+            seen[1] = seen[1] + 1 if ptr == seen[0] else 1
+            seen[0] = ptr
+            if seen[1] >= PROMOTE_AFTER:
+                steady.append(position)
+        return steady
 
     def region(self, position: int, buffer: torch.Tensor, shape) -> torch.Tensor:
         """The part of a padded input's buffer that a smaller call's input fills."""
@@ -371,7 +384,7 @@ class GraphRunner:
         # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool
         weakref.finalize(self, pool.release, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
-        self.settling: dict = {}  # key -> plain calls spent waiting for inputs' addresses to settle
+        self.promoted: dict = {}  # key -> input positions recorded again to be read in place
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
         self.refusal = plan.refusal
@@ -386,7 +399,9 @@ class GraphRunner:
         key = () if not self.plan.key else self._key(args if pairs is None else self.padder.stand_ins(args, pairs))
         recording = self.recordings.get(key)
         if recording is not None and self._fixed_in_place(recording, args):
-            return self._replay(recording, args, pairs)
+            steady = recording.steady_inputs(args) if recording.watched else ()
+            if not steady or not self._promote(key, recording, steady):
+                return self._replay(recording, args, pairs)
         if pairs is not None:
             padded = self.padder.pad(args, pairs)
             args.clear()
@@ -451,7 +466,7 @@ class GraphRunner:
                 self._stop_key(key, f"the addresses of inputs {moved} keep changing")
         if key in self.plain_keys:
             return self._plain(args, pairs)
-        if key not in self.warm or self._settling(key, args):
+        if key not in self.warm:
             self.warm[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in args]
             return self._plain(args, pairs)
         if len(self.recordings) >= self.max_sizes:
@@ -459,21 +474,19 @@ class GraphRunner:
             return self._plain(args, pairs)
         return self._record(key, args, pairs)
 
-    def _settling(self, key, args) -> bool:
-        """True for one more plain call (SETTLING_CALLS) when an input that the recording would
-        copy moved since the last call. A backward's incoming gradient is allocated by autograd
-        each step; its address settles once the forward replays (the warm-up step ran it plain),
-        and read in place it needs no buffer of the recording's own (GPT-2's logits gradient:
-        393 MiB for the program's life)."""
-        calls = self.settling.get(key, 0)
-        if calls >= SETTLING_CALLS:
+    def _promote(self, key, recording: Recording, steady: list) -> bool:
+        """Record again, reading in place the copied inputs that stopped moving (once per input;
+        False when the key may not be recorded again). A backward's incoming gradient settles
+        only once both forward and backward replay: read in place, it needs no buffer."""
+        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
+            recording.watched.clear()
             return False
+        self.promoted.setdefault(key, set()).update(steady)
+        self.demoted.get(key, set()).difference_update(steady)
         warm = self.warm[key]
-        moved = any(isinstance(x, torch.Tensor) and x.data_ptr() != warm[position]
-                    and position not in self.plan.static and position not in self.mutated.values()
-                    and not self.pool.resident(x.data_ptr()) for position, x in enumerate(args))
-        self.settling[key] = calls + 1
-        return moved
+        for position in steady:
+            warm[position] = recording.watched[position][0]
+        return True
 
     def _stop_key(self, key, reason: str) -> None:
         self.plain_keys.add(key)
@@ -512,6 +525,9 @@ class GraphRunner:
         fixed = sorted(fixed)
         recording = Recording(capture, self.pool.next_order(), fixed, [args[i].data_ptr() for i in fixed],
                               copies, specs, storages, outputs, inputs)
+        grown = self.padder.grown if self.padder is not None else set()
+        recording.watched = {position: [None, 0] for position, _ in copies
+                             if position not in self.promoted.get(key, ()) and position not in grown}
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
         self.records_of[key] = self.records_of.get(key, 0) + 1
