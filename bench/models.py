@@ -32,6 +32,8 @@ reference, then the back end:
                one eager step, so library start-up is in neither
   warm call s  the first call in a second, fresh process after the first one filled the caches
   peak GiB     torch.cuda.max_memory_allocated over the timed steps (weights included)
+  planned GiB  tritonize: the weights plus its memory plans' peak (explain()'s peak_memory; for
+               training forward's and backward's added), to read next to the measured peak
   graphs       FX graphs Dynamo compiled (graph breaks add one)
   launches     device kernels (and memsets/memcpys) one step launches, from torch.profiler
   gen kernels  kernels the back end generated: the compiled graphs' reports for tritonize, distinct
@@ -72,7 +74,7 @@ MODES = ("inference", "training")
 QUICK_MODELS = ["gpt2", "resnet50"]
 COSINE_THRESHOLD = 0.99
 HEADERS = ["model", "mode", "backend", "step ms", "speedup", "first call s", "warm call s",
-           "peak GiB", "graphs", "launches", "gen kernels", "accuracy"]
+           "peak GiB", "planned GiB", "graphs", "launches", "gen kernels", "accuracy"]
 FINAL_KEYS = ("step_s", "warm_call_s", "environment", "error")  # a worker that sent none failed
 
 
@@ -204,7 +206,9 @@ def measure(args, workload, backend):
     fp32 = (lambda: fp32_gradients(workload)) if workload.mode == "training" else None
     check = accuracy(workload.mode, to_cpu(actual), reference, fp32)
     del actual, reference
-    return measure_steps(args, step, backend, first_call, check, recorder)
+    weights = sum(t.numel() * t.element_size() for t in
+                  list(workload.model.parameters()) + list(workload.model.buffers()))
+    return measure_steps(args, step, backend, first_call, check, recorder, weights)
 
 
 def fp32_gradients(workload):
@@ -229,7 +233,7 @@ def phase(args, name):
         args.phases.append((name, time.monotonic()))
 
 
-def measure_steps(args, step, backend, first_call, check, recorder):
+def measure_steps(args, step, backend, first_call, check, recorder, weights=0):
     """Step time, peak memory, launches and kernel counts of a step whose first call is done."""
     device = args.device
     phase(args, f"{backend} first call")
@@ -246,6 +250,7 @@ def measure_steps(args, step, backend, first_call, check, recorder):
         result["generated"] = len({n for n in names if n.startswith("triton")})
     if backend != "eager" and recorder is not None:
         result["generated"] = tritonize_generated_kernels(recorder)
+        result["planned_bytes"] = planned_peak(recorder, weights)
     return result
 
 
@@ -263,6 +268,16 @@ def compiled_step(workload, backend):
     compiled = torch.compile(common.private_copy(workload.forward_fn()),
                              backend=make_backend(make_options(), recorder))
     return workload.step_fn(compiled), recorder
+
+
+def planned_peak(recorder, weights: int) -> int:
+    """The memory plans' peak (codegen/memory_plan.py) plus the weights, to set next to the
+    measured peak: the largest graph's planned peak (inference), or forward's and backward's
+    summed (training, an upper bound: the forward's saved activations are in both)."""
+    graphs = [a for a in recorder if a != "graph"]
+    forward = max((a.peak_memory for a in graphs if a.role != "backward"), default=0)
+    backward = max((a.peak_memory for a in graphs if a.role == "backward"), default=0)
+    return weights + forward + backward
 
 
 def tritonize_generated_kernels(recorder):
@@ -425,7 +440,7 @@ def fmt(value, digits):
 
 def table_row(model, mode, backend, result, eager_result):
     if "error" in result:
-        return [model, mode, backend] + ["-"] * 8 + [result["error"]]
+        return [model, mode, backend] + ["-"] * 9 + [result["error"]]
     eager = backend == "eager"
     eager_s = eager_result.get("step_s") if eager_result else None
     peak = result.get("peak_bytes")
@@ -433,6 +448,7 @@ def table_row(model, mode, backend, result, eager_result):
             fmt(eager_s / result["step_s"], 2) if eager_s else "n/a",
             fmt(result["first_call_s"], 2), "-" if eager else fmt(result.get("warm_call_s"), 2),
             None if peak is None else fmt(peak / 2**30, 2),
+            "-" if result.get("planned_bytes") is None else fmt(result["planned_bytes"] / 2**30, 2),
             "-" if eager else result.get("graphs"), result.get("launches"),
             "-" if eager else result.get("generated"), result["accuracy"]]
 

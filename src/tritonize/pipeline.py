@@ -36,6 +36,9 @@ from .schedule.fusion import KernelGroup, schedule
 from .schedule.reinplace import reinplace_user_kernels
 
 
+PEAK_BUFFERS_SHOWN = 5  # the largest buffers live at the planned peak that explain() names
+
+
 class CompiledGraph:
     """A callable for AOTAutograd (boxed: takes the list of inputs) plus what produced it, and
     the strides of the tensors it returns (None where aten decides them, or for a non-tensor)."""
@@ -69,7 +72,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         kernels, calls = render_kernels(plan, graph, dump)
         device = graph_device(example_inputs, gm)
         check_kernel_devices(calls.values(), graph.buffers, device)
-        wrapper, constants = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
+        wrapper, constants, memory = render_wrapper(graph, plan.steps, calls, kernels, device, f"graph {graph_id}",
                                              options.mode)
         dump.write("4_wrapper.py", wrapper)
         # A wrapper with constants gets a module of its own: another graph may have the same
@@ -97,7 +100,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         wrapper,
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()],
         guards=list(graph.sizes.guards) if graph.sizes is not None else [],
-        choices=list(graph.sizes.choices) if graph.sizes is not None else [])
+        choices=list(graph.sizes.choices) if graph.sizes is not None else [],
+        peak_memory=memory.peak, peak_buffers=[list(item) for item in memory.live_at_peak[:PEAK_BUFFERS_SHOWN]])
     warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]

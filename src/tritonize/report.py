@@ -30,9 +30,17 @@ class GraphArtifacts:
     choices: list = dataclasses.field(default_factory=list)
     # run-time decisions said in the report (CUDA graphs: recorded, or why not), appended as they happen
     notes: list[str] = dataclasses.field(default_factory=list)
+    # the memory plan's peak (codegen/memory_plan.py): bytes the compiled code allocates at its
+    # planned peak, at the example's sizes, inputs and parameters not counted; and the largest
+    # buffers live there, [name, bytes]
+    peak_memory: int = 0
+    peak_buffers: list = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
+        if self.wrapper:
+            largest = ", ".join(f"{name} {_mib(nbytes)}" for name, nbytes in self.peak_buffers)
+            lines.append(f"  planned peak {_mib(self.peak_memory)}" + (f": {largest}" if largest else ""))
         for op, n in collections.Counter(self.externs).most_common():
             lines.append(f"  extern {op} x{n}")
         reasons: dict = {}
@@ -74,6 +82,11 @@ class Report:
                    list(artifacts))
 
     @property
+    def peak_memory(self) -> int:
+        """The largest planned peak of the compiled graphs, in bytes (each graph's: sections)."""
+        return max((art.peak_memory for art in self.sections), default=0)
+
+    @property
     def guards(self) -> list[str]:
         """The guards on symbolic sizes the graphs' compiles added (dynamic shapes)."""
         return [guard for art in self.sections for guard in art.guards]
@@ -94,6 +107,10 @@ class Report:
     @property
     def user_kernels(self) -> list[KernelInfo]:
         return [k for k in self.kernels if k.kind == "user"]
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB" if nbytes >= 2**16 else f"{nbytes} B"
 
 
 def user_kernel_info(call) -> KernelInfo:

@@ -219,6 +219,8 @@ def serialize_graph(compiled: CompiledGraph) -> bytes | None:
         "output_strides": _plain_strides(compiled.output_strides),
         "guards": list(art.guards),
         "choices": list(art.choices),
+        "peak_memory": int(art.peak_memory),
+        "peak_buffers": [[name, int(nbytes)] for name, nbytes in art.peak_buffers],
     }
     return json.dumps(entry).encode()
 
@@ -316,7 +318,8 @@ def load_graph(payload: bytes, example_inputs=()) -> CompiledGraph:
     artifacts = GraphArtifacts(
         [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
         [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
-        clones=[tuple(c) for c in entry["clones"]], guards=guards, choices=choices)
+        clones=[tuple(c) for c in entry["clones"]], guards=guards, choices=choices,
+        peak_memory=int(entry.get("peak_memory", 0)), peak_buffers=list(entry.get("peak_buffers", [])))
     module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
     module.CONSTANTS.update(constants)
     strides = entry["output_strides"]

@@ -1,0 +1,137 @@
+"""The wrapper's memory plan: which buffer takes over the storage of a freed one, which freed
+buffers are deleted at once, and the planned peak (issue 19; docs/design.md, "Memory plan").
+
+Every buffer lives from the step that allocates it to its last use (graph outputs to the end).
+With every free immediate and nothing reused, the bytes live during each step give a timeline
+and its maximum, the planned peak. Reusing a freed buffer's storage for a later allocation of
+the same class (device, dtype and storage span in elements: any layout fits, through
+`reinterpret_tensor`) saves an allocation, but holds the freed buffer from its last use to the
+reuse; a reuse is taken only where that holding keeps the timeline at or under the peak. So
+reuse never raises the peak, and a freed buffer nothing takes is deleted right after its last
+use (before, every freed buffer of a reusable kind was held to the end of the call).
+
+Graph inputs and parameters are not counted; an extern's result is (aten allocates it); a view
+the graph returns keeps its buffer to the end.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+
+from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuffer
+from ..ir.scatter import ScatterOp
+from ..ir.user_kernel import UserKernelCall
+from ..schedule.fusion import KernelGroup, reads_of
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    """reuse: new buffer -> the freed buffer whose storage it takes; deleted: step -> buffers
+    deleted after it; peak: planned peak bytes (at the example's sizes) and the step it is
+    reached at; live_at_peak: (buffer, bytes) live there, largest first."""
+
+    reuse: dict
+    deleted: dict
+    peak: int
+    peak_step: int
+    live_at_peak: list
+
+
+def plan_memory(graph: GraphIR, steps: list, last_use: dict) -> MemoryPlan:
+    allocated = {i: _allocations(step) for i, step in enumerate(steps)}
+    sizes = {name: _nbytes(graph, graph.buffers[name]) for names in allocated.values() for name in names}
+    end = len(steps)
+    born = {name: i for i, names in allocated.items() for name in names}
+    timeline = [0] * max(end, 1)
+    for name, start in born.items():
+        for step in range(start, min(last_use.get(name, start), end - 1) + 1):
+            timeline[step] += sizes[name]
+    peak = max(timeline)
+    peak_step = timeline.index(peak)
+    live = sorted(((name, sizes[name]) for name, start in born.items()
+                   if start <= peak_step <= last_use.get(name, start)), key=lambda item: -item[1])
+    reuse = _choose_reuse(graph, steps, allocated, born, last_use, sizes, timeline, peak)
+    taken = set(reuse.values())
+    deleted: dict = {}
+    for name, last in last_use.items():
+        if last < end and name in graph.buffers and name not in taken and _deletable(graph, name):
+            deleted.setdefault(last, []).append(name)
+    return MemoryPlan(reuse, {i: sorted(names) for i, names in deleted.items()}, peak, peak_step, live)
+
+
+def _allocations(step) -> list[str]:
+    """The buffers a step brings into being (its own allocations and aten's results)."""
+    if isinstance(step, KernelGroup):
+        return [b.name for b in step.stored]
+    if isinstance(step, ExternCall):
+        return [out.buffer.name for out in step.outputs]
+    if isinstance(step, UserKernelCall):
+        return [out.buffer.name for out in step.outputs if out.arg_name in step.clones]
+    return []  # a scatter writes into its target, allocated before it
+
+
+def _nbytes(graph: GraphIR, buffer: Buffer) -> int:
+    span = buffer.layout.storage_span()
+    hint = int(span) if isinstance(span, int) or getattr(span, "is_number", False) else graph.sizes.hint(span)
+    return hint * buffer.layout.dtype.itemsize
+
+
+def _storage_class(buffer: Buffer):
+    layout = buffer.layout
+    return (str(layout.device), layout.dtype, sympy.sympify(layout.storage_span()))
+
+
+def reusable_into(buffer: Buffer) -> bool:
+    """A buffer the wrapper allocates itself at the start of its storage."""
+    return isinstance(buffer, ComputedBuffer) and buffer.storage_offset == 0
+
+
+def _reusable_storages(graph: GraphIR, steps: list) -> set:
+    """Freed buffers whose storage nothing else can still see: our own buffers and the results of
+    deliberate aten calls (one fresh result), not arguments of a fallback or a user kernel (a
+    fallback's result may view them; a user kernel may return its argument)."""
+    aliased = set()
+    sources = set()
+    for step in steps:
+        if isinstance(step, ExternCall) and step.kind == "fallback" or isinstance(step, UserKernelCall):
+            aliased |= reads_of(step)
+        if isinstance(step, KernelGroup):
+            sources |= {b.name for b in step.stored if b.storage_offset == 0}
+        elif isinstance(step, ExternCall) and step.kind == "extern" and len(step.outputs) == 1 \
+                and step.outputs[0].path == ():
+            sources.add(step.outputs[0].buffer.name)
+    return sources - aliased - set(graph.constants)
+
+
+def _choose_reuse(graph, steps, allocated, born, last_use, sizes, timeline, peak) -> dict:
+    sources = _reusable_storages(graph, steps)
+    end = len(steps)
+    freed_at: dict = {}  # step -> buffers whose last use it is
+    for name in sources:
+        if last_use.get(name, end) < end:
+            freed_at.setdefault(last_use[name], []).append(name)
+    pool: dict = {}  # storage class -> [(freed after step, name)]
+    reuse = {}
+    for j, names in allocated.items():
+        for name in names:
+            buffer = graph.buffers[name]
+            if not reusable_into(buffer):
+                continue
+            candidates = pool.get(_storage_class(buffer), [])
+            for index in range(len(candidates) - 1, -1, -1):  # the latest freed holds the shortest
+                freed, old = candidates[index]
+                held = range(freed + 1, j)
+                if all(timeline[t] + sizes[old] <= peak for t in held):
+                    for t in held:
+                        timeline[t] += sizes[old]
+                    reuse[name] = old
+                    del candidates[index]
+                    break
+        for old in freed_at.get(j, []):
+            pool.setdefault(_storage_class(graph.buffers[old]), []).append((j, old))
+    return reuse
+
+
+def _deletable(graph: GraphIR, name: str) -> bool:
+    return not isinstance(graph.buffers[name], HostValueBuffer) and name not in graph.constants

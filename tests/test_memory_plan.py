@@ -1,0 +1,78 @@
+"""The wrapper's memory plan (codegen/memory_plan.py): a dead buffer's storage taken by a later
+buffer of the same class in any layout, a freed buffer nothing takes deleted at its last use, and
+the planned peak in explain() (report.peak_memory), exact for graphs small enough to plan by hand.
+Every compiled result is compared with eager (values and strides) and the inputs are checked."""
+from __future__ import annotations
+
+import torch
+
+import tritonize
+from helpers import assert_same
+
+F32 = 4  # bytes
+
+
+def compile_and_check(fn, *inputs):
+    """explain()'s report and the wrapper's source, after checking fn against eager."""
+    before = [x.clone() for x in inputs]
+    compiled = torch.compile(fn, backend="tritonize")
+    result, expected = compiled(*inputs), fn(*before)
+    assert_same(result, expected)
+    assert result.stride() == expected.stride()
+    for x, b in zip(inputs, before):
+        assert_same(x, b)
+    report = tritonize.explain(fn, *inputs)
+    return report, report.wrapper
+
+
+def test_a_dead_buffer_lends_its_storage_to_another_layout(device):
+    """relu(x) feeds a matmul and dies there; the sine of the transposed product (eager's strides:
+    (1, 32)) has the same dtype and storage span, so it takes relu's storage as is."""
+    def fn(x, w):
+        return (torch.relu(x) @ w).t().sin()
+
+    x, w = torch.randn(8, 32, device=device), torch.randn(32, 32, device=device)
+    report, wrapper = compile_and_check(fn, x, w)
+    assert "storage" in wrapper and "reinterpret_tensor(" in wrapper, wrapper
+    # relu (1 KiB) and the product (1 KiB) live at the matmul; the sine reuses relu's storage
+    assert report.peak_memory == 2 * 8 * 32 * F32
+
+
+def test_holding_a_freed_buffer_never_raises_the_peak(device):
+    """relu(x) dies at the first matmul; the only later buffer of its class is the final sine,
+    and holding relu's storage until then would add it to the second matmul's step, the peak
+    (the wide product and the narrow one). So it is deleted, and the sine allocates."""
+    def fn(x, w1, w2):
+        return ((torch.relu(x) @ w1) @ w2).sin()
+
+    x, w1, w2 = (torch.randn(16, 16, device=device), torch.randn(16, 32, device=device),
+                 torch.randn(32, 16, device=device))
+    report, wrapper = compile_and_check(fn, x, w1, w2)
+    assert "# reuse" not in wrapper, wrapper
+    assert report.peak_memory == (16 * 32 + 16 * 16) * F32  # at either matmul
+
+
+def test_a_freed_buffer_nothing_takes_is_deleted_at_its_last_use(device):
+    """The first matmul's input dies at that matmul and is deleted right after it, not held to
+    the end of the call."""
+    def fn(x, w):
+        return (torch.relu(x) @ w).sum(0)
+
+    x, w = torch.randn(16, 8, device=device), torch.randn(8, 4, device=device)
+    _, wrapper = compile_and_check(fn, x, w)
+    body = [line.strip() for line in wrapper.split("def call")[1].splitlines()]
+    matmul = next(i for i, line in enumerate(body) if "aten.mm" in line)
+    relu = body[matmul].split("aten.mm.default(")[1].split(",")[0]
+    after = body[matmul + 1:]
+    deleted = next(i for i, line in enumerate(after) if line.startswith("del "))
+    launch = next(i for i, line in enumerate(after) if line.startswith("triton_"))
+    assert deleted < launch and relu in after[deleted], body
+
+
+def test_the_report_shows_the_planned_peak(device):
+    def fn(x):
+        return (x @ x.t()).softmax(-1)
+
+    report, _ = compile_and_check(fn, torch.randn(32, 8, device=device))
+    assert report.peak_memory >= 32 * 32 * F32
+    assert "planned peak" in str(report)
