@@ -7,6 +7,7 @@
 #   models1   the model suite at batch 1, inference, with and without CUDA graphs: gpt2, bert, llama
 #   models2   the same for resnet50, vit, mobilenetv3
 #   training  peak memory and step time of training with and without CUDA graphs, six models
+#   memory    bench/cuda_graph_memory.py: what the recordings hold, training, six models
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     tests)
@@ -24,5 +25,8 @@ case "${1:-}" in
     training)
         timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-ro \
             --markdown "$OUT/training.md" 2>&1 | quiet ;;
-    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training" >&2; exit 2 ;;
+    memory)
+        timeout 560 python3 bench/cuda_graph_memory.py --models gpt2,bert,llama,resnet50,vit,mobilenetv3 \
+            --mode training 2>&1 | quiet ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory" >&2; exit 2 ;;
 esac

@@ -18,7 +18,8 @@ def compile_and_check(fn, *inputs):
     compiled = torch.compile(fn, backend="tritonize")
     result, expected = compiled(*inputs), fn(*before)
     assert_same(result, expected)
-    assert result.stride() == expected.stride()
+    for r, e in zip(*((result, expected) if isinstance(result, tuple) else ([result], [expected]))):
+        assert r.stride() == e.stride()
     for x, b in zip(inputs, before):
         assert_same(x, b)
     report = tritonize.explain(fn, *inputs)
@@ -76,3 +77,36 @@ def test_the_report_shows_the_planned_peak(device):
     report, _ = compile_and_check(fn, torch.randn(32, 8, device=device))
     assert report.peak_memory >= 32 * 32 * F32
     assert "planned peak" in str(report)
+
+
+def test_a_pointwise_kernel_writes_over_an_input_that_dies_there(device):
+    """GELU after a matmul: the product dies at the GELU kernel, which reads each element where it
+    writes it, so the GELU's output takes the product's storage at that very step."""
+    def fn(x, w):
+        return torch.nn.functional.gelu(x @ w)
+
+    x, w = torch.randn(16, 8, device=device), torch.randn(8, 64, device=device)
+    report, wrapper = compile_and_check(fn, x, w)
+    assert "# in place over it" in wrapper, wrapper
+    assert report.peak_memory == 16 * 64 * F32  # one buffer, not two
+
+
+def test_no_kernel_writes_over_an_input_read_elsewhere(device):
+    """flip reads the product at another row than the one it writes: never in place."""
+    def fn(x, w):
+        return (x @ w).flip(0) + 1
+
+    x, w = torch.randn(16, 8, device=device), torch.randn(8, 16, device=device)
+    report, wrapper = compile_and_check(fn, x, w)
+    assert "# in place over it" not in wrapper, wrapper
+    assert report.peak_memory == 2 * 16 * 16 * F32
+
+
+def test_no_kernel_writes_over_an_input_that_lives_on(device):
+    def fn(x, w):
+        product = x @ w
+        return torch.nn.functional.gelu(product), product.sum(0)
+
+    x, w = torch.randn(16, 8, device=device), torch.randn(8, 16, device=device)
+    _, wrapper = compile_and_check(fn, x, w)
+    assert "# in place over it" not in wrapper, wrapper

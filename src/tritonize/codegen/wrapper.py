@@ -199,10 +199,10 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     last_use = _last_uses(steps, graph)
     lines.append(f"    # memory plan: peak {memory.peak / 2**20:.2f} MiB at step {memory.peak_step} (example sizes), "
-                 f"{len(memory.reuse)} reuse(s)")
+                 f"{len(memory.reuse)} reuse(s), {len(memory.in_place)} kernel(s) in place")
     for i, step in enumerate(steps):
         if isinstance(step, KernelGroup):
-            lines += _kernel_lines(writer, step, kernels[id(step)], memory.reuse)
+            lines += _kernel_lines(writer, step, kernels[id(step)], memory)
         elif isinstance(step, UserKernelCall):
             lines += user_kernel_lines(writer, step)
         elif isinstance(step, ScatterOp):  # writes into its (allocated) target in place
@@ -218,11 +218,13 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     return lines
 
 
-def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, reuse: dict) -> list[str]:
+def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, memory: MemoryPlan) -> list[str]:
     lines = []
     for buffer in group.stored:
-        old = reuse.get(buffer.name)
-        if buffer.storage_offset != 0:  # (never reused into: memory_plan.reusable_into)
+        old = memory.reuse.get(buffer.name)
+        if buffer.name in memory.in_place:  # the kernel reads each element there before writing it
+            lines.append(f"    {buffer.name} = {memory.in_place[buffer.name]}  # in place over it")
+        elif buffer.storage_offset != 0:  # (never reused into: memory_plan.reusable_into)
             lines.append(f"    {buffer.name} = {writer.allocation_at(buffer.layout, buffer.storage_offset)}")
         elif old is not None and writer.graph.buffers[old].layout == buffer.layout:
             lines.append(f"    {buffer.name} = {old}; del {old}  # reuse")
