@@ -15,6 +15,9 @@ median counts; bench/common.time_iterations):
           plain) and with padding to the buckets
           1, 2, 4, 8, 16 ("tritonize-ro-buckets": five recordings). Also printed: the first pass
           over the sizes after compiling (the recordings' cost).
+  adam    one Adam step (torch.optim.Adam, foreach) over the mlp stack's 72 parameters: eager
+          against `opt.step` compiled by each back end (with reduce-overhead, a recording whose
+          parameters and moments are updated in place).
 Each compiled result is checked against eager (and the cache the compiled step wrote against the
 cache eager wrote). ms per call; "peak MiB" is torch.cuda.max_memory_allocated over the timing.
 """
@@ -127,6 +130,30 @@ def run_sizes(names, rounds):
     return results
 
 
+def run_adam(names, rounds):
+    """Each back end steps its own copy of the model from the same state, with the same gradients;
+    the compiled result is compared with eager's after the checking steps."""
+    import copy
+
+    model = mlp_stack("cuda")
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-2
+    reference = copy.deepcopy(model)
+    reference_opt = torch.optim.Adam(reference.parameters(), lr=1e-3)
+    for _ in range(4):
+        reference_opt.step()
+    rows = []
+    for name in names:
+        copy_of = copy.deepcopy(model)
+        opt = torch.optim.Adam(copy_of.parameters(), lr=1e-3)
+        fn = opt.step if name == "eager" else common.build_backend(name, opt.step)
+        for _ in range(4):
+            fn()
+        ok = all(torch.allclose(p, q, atol=1e-5, rtol=1e-4) for p, q in zip(copy_of.parameters(), reference.parameters()))
+        rows.append((name, fn, ok))
+    return _time_rows("adam", rows, lambda fn: fn(), rounds)
+
+
 def run_decode(names, rounds):
     torch.manual_seed(0)
     reference = DecoderStep().cuda().to(torch.bfloat16).eval()
@@ -168,7 +195,7 @@ def _time_rows(workload, rows, call, rounds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--workloads", default="mlp,decode,sizes")
+    parser.add_argument("--workloads", default="mlp,decode,sizes,adam")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     names = [n for n in args.backends.split(",") if n]
@@ -176,7 +203,8 @@ def main():
     results = []
     for workload in [w for w in args.workloads.split(",") if w]:
         try:
-            results += {"mlp": run_mlp, "decode": run_decode, "sizes": run_sizes}[workload](names, args.rounds)
+            workloads = {"mlp": run_mlp, "decode": run_decode, "sizes": run_sizes, "adam": run_adam}
+            results += workloads[workload](names, args.rounds)
         except Exception as exc:  # a row that says so, never a silent gap
             results.append((workload, "all", float("nan"), float("nan"), common.describe_error(exc)))
     eager = {w: ms for w, name, ms, _, _ in results if name == "eager"}

@@ -8,6 +8,7 @@ CUDA graphs. Every test compares with eager, and checks the caller's inputs and 
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -301,3 +302,32 @@ def test_recordings_leave_the_pool_with_their_graph(device):
     assert len(pool.recordings) == before
     with torch.no_grad():
         assert_same(kept, model(x))
+
+
+def test_a_compiled_optimizer_step_updates_parameters_as_eager(device):
+    """torch.compile(opt.step) under reduce-overhead: Adam's parameters, moments and step counts
+    are mutated inside the recording (AOTAutograd's static inputs), the gradients copied in."""
+    import copy
+
+    torch.manual_seed(0)
+    model = mlp(device)
+    reference = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    reference_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    recorder = []
+    step = compiled(opt.step, device, recorder)
+    for _ in range(5):
+        x = torch.randn(4, 16, device=device)
+        for m in (model, reference):
+            m.zero_grad()
+            m(x).square().mean().backward()
+        step()
+        reference_opt.step()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
+    for p, q in zip(opt.state.values(), reference_opt.state.values()):
+        torch.testing.assert_close(p["exp_avg_sq"], q["exp_avg_sq"], rtol=1e-5, atol=1e-6)
+    assert recorded(recorder) >= 1, notes(recorder)
+    assert any(re.search(r"\b[1-9]\d* input mutation\(s\) inside the graph", note) for note in notes(recorder)), \
+        notes(recorder)
+
