@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 19's GPU runs (memory), in parts that each fit one device call. From the repo root on the
+# GPU machine:  bash bench/memory_gpu.sh PART   (logs and tables go to $OUT when set)
+#   inference  bench/models.py, six models, eager, Inductor and tritonize: measured peak next to
+#              tritonize's planned peak (the memory plan, codegen/memory_plan.py)
+#   training   the same in training (autocast bf16)
+#   history    torch.cuda.memory._record_memory_history around one gpt2 inference step: the
+#              snapshot (a pickle for pytorch.org/memory_viz) in $OUT
+source "$(dirname "$0")/gpu_env.sh"
+case "${1:-}" in
+    inference|training)
+        timeout 580 python3 bench/models.py --mode "$1" --skip-warm --backends eager,inductor,tritonize \
+            --markdown "$OUT/memory_$1.md" 2>&1 | quiet | tail -30 ;;
+    history)
+        timeout 300 python3 - <<'PY' 2>&1 | quiet
+import os, sys, torch
+sys.path.insert(0, "bench")
+import model_zoo, tritonize  # noqa: F401
+spec = model_zoo.SPECS_BY_NAME["gpt2"]
+torch.manual_seed(0)
+with torch.device("cuda"):
+    model = spec.build(False).to(torch.bfloat16).eval()
+inputs = spec.make_inputs(spec.batch["inference"], False, torch.bfloat16, "cuda")
+compiled = torch.compile(model, backend="tritonize")
+with torch.no_grad():
+    compiled(*inputs)
+    torch.cuda.memory._record_memory_history(max_entries=200000)
+    compiled(*inputs)
+    torch.cuda.synchronize()
+    path = os.path.join(os.environ["OUT"], "gpt2_inference_memory.pickle")
+    torch.cuda.memory._dump_snapshot(path)
+print("peak", torch.cuda.max_memory_allocated() / 2**30, "GiB; snapshot", path)
+PY
+        ;;
+    *) echo "usage: bash bench/memory_gpu.sh inference|training|history" >&2; exit 2 ;;
+esac
