@@ -12,7 +12,7 @@ import torch
 import tritonize
 from tritonize.backend import make_backend
 from tritonize.caching import dynamo_cache
-from tritonize.runtime.cuda_graph_buckets import PaddingPlan, bucket_for
+from tritonize.runtime.cuda_graph_buckets import Padder, PaddingPlan, bucket_for
 from helpers import assert_same
 
 BUCKETS = (2, 4, 8, 16)
@@ -78,8 +78,8 @@ def test_batches_share_the_recording_of_their_bucket(device, repoint):
 
 
 def test_padded_rows_never_reach_the_callers(device):
-    """Zeros in padded rows give NaN and -inf there (log, a normalisation by the row's spread);
-    the caller's rows see none of it."""
+    """Rows computed at the bucket's size (a normalisation by the row's spread, a log) are cut
+    away; the caller's rows are eager's."""
     def fn(x):
         centred = x - x.mean(-1, keepdim=True)
         return centred / centred.std(-1, keepdim=True), torch.log(x.abs()).sum(-1)
@@ -231,3 +231,108 @@ def test_plans_round_trip_through_json_and_buckets_respect_guards():
     assert bucket_for(17, (2, 4, 16), None) == 17
     with pytest.raises(ValueError, match="cudagraph_buckets"):
         tritonize.make_options({"cudagraph_buckets": (0, 4)})
+
+
+def check_batches(fn, device, make, batches=(3, 3, 3, 5, 6)):
+    """fn compiled with buckets, called at several batch sizes (make(batch) -> inputs, batch dims
+    marked dynamic), each result compared with eager; returns the recorder's refusals."""
+    recorder = []
+    f = compiled(fn, device, recorder, dynamic=None)
+    for batch in batches:
+        inputs = make(batch)
+        assert_same(f(*inputs), fn(*inputs))
+    return refusals(recorder), padded(recorder)
+
+
+def dynamic_batch(x):
+    torch._dynamo.mark_dynamic(x, 0)
+    return x
+
+
+def test_a_slice_that_starts_at_the_size_is_not_padded(device):
+    """t[n:n + 1] picks another row of t once n is padded."""
+    def fn(x, t):
+        return x * t[x.shape[0]:x.shape[0] + 1]
+
+    why, was_padded = check_batches(fn, device, lambda b: (dynamic_batch(torch.randn(b, 4, device=device)),
+                                                          torch.randn(20, 4, device=device)))
+    assert not was_padded and "as a number" in why, why
+
+
+def test_padded_rows_copy_a_real_row(device):
+    """Ids minus one and a remainder by a divisor: padded rows copy the first real row, so no
+    index leaves the table and no divisor is zero."""
+    weight = torch.randn(10, 4, device=device)
+
+    def shifted(ids):
+        return torch.nn.functional.embedding(ids - 1, weight)
+
+    def remainder(a, d):
+        return (a % d).float()
+
+    _, was_padded = check_batches(shifted, device, lambda b: (
+        dynamic_batch(torch.randint(1, 10, (b, 3), device=device)),))
+    assert was_padded
+    _, was_padded = check_batches(remainder, device, lambda b: (
+        dynamic_batch(torch.randint(0, 50, (b, 3), device=device)),
+        dynamic_batch(torch.randint(1, 7, (b, 3), device=device))))
+    assert was_padded
+
+
+def test_positions_along_the_size_are_not_padded(device):
+    """arange(n) padded would number rows past the table."""
+    weight = torch.randn(10, 4, device=device)
+
+    def fn(x):
+        return x + torch.nn.functional.embedding(torch.arange(x.shape[0], device=x.device), weight)
+
+    why, was_padded = check_batches(fn, device, lambda b: (dynamic_batch(torch.randn(b, 4, device=device)),),
+                                    batches=(9, 9, 9, 7))
+    assert not was_padded and "numbers the positions" in why, why
+
+
+def test_an_input_whose_strides_hold_the_size_is_not_padded(device):
+    def fn(x, y):
+        return x * 2, y + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    for batch in (3, 3, 3):
+        x, base = torch.randn(batch, 7, device=device), torch.randn(5, batch, device=device)
+        assert_same(f(x, base[:, :2]), fn(x, base[:, :2]))
+    assert "strides depend on" in refusals(recorder), notes(recorder)
+
+
+def test_an_attention_mask_lined_up_differently_is_not_padded(device):
+    """The mask's rows run batch-major where the queries' run the other way: padding would give
+    each query another mask (the mask may come as a keyword argument)."""
+    heads, length, width = 2, 3, 4
+
+    def fn(x, kx, vx, m):
+        s = x.shape[1]
+        q, k, v = (t.reshape(2 * s, heads, length, width) for t in (x, kx, vx))
+        mask = m.reshape(2 * s, 1, length, length)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask) \
+            .reshape(2, s, heads, length, width).sum(0)
+
+    def make(batch):
+        x, k, v = (torch.randn(2, batch, heads, length, width, device=device) for _ in range(3))
+        for t in (x, k, v):
+            torch._dynamo.mark_dynamic(t, 1)
+        return x, k, v, dynamic_batch(torch.randn(batch, 2, 1, length, length, device=device))
+
+    why, was_padded = check_batches(fn, device, make, batches=(3, 3, 3, 5))
+    assert not was_padded, why
+
+
+def test_a_call_whose_buckets_break_a_guard_runs_at_its_own_sizes():
+    """The compiled code may rely on any guard on a padded size (a divisibility, an index width
+    over a product of sizes): a call pads only where every one holds at its buckets."""
+    plan = PaddingPlan(symbols=("s0",), upper=(None,), inputs=((0, 0, 0, 1),), outputs=((0, 0, 0),),
+                       guards=("Eq(Mod(s0, 2), 0)", "s0*s1 <= 40"), readers=(("s0", 0, 0), ("s1", 0, 1)))
+    padder = Padder(PaddingPlan.from_json(plan.to_json()), (5, 8))
+    assert padder.targets([torch.empty(6, 4)]) == [(6, 8)]  # 8 is even, 8 * 4 <= 40
+    assert padder.targets([torch.empty(3, 4)]) is None  # 5 is odd
+    assert padder.targets([torch.empty(6, 8)]) is None  # 8 * 8 > 40
+    assert padder.targets([torch.empty(8, 4)]) is None  # a bucket already
+

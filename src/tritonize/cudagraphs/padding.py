@@ -42,9 +42,49 @@ def padding_plan(gm: torch.fx.GraphModule, example_inputs, metadata) -> PaddingP
             legal.append(symbol)
         except Illegal as why:
             refused.append((str(symbol), str(why)))
+    readers = _readers(example_inputs)
+    guards = _guards_to_check(example_inputs, legal, readers, refused)
     return PaddingPlan(symbols=tuple(map(str, legal)), upper=tuple(_upper(example_inputs, s) for s in legal),
                        inputs=tuple(_input_places(example_inputs, legal)), outputs=tuple(_output_places(gm, legal)),
-                       refused=tuple(refused))
+                       refused=tuple(refused), guards=tuple(guards),
+                       readers=tuple((name, *place) for name, place in readers.items()))
+
+
+def _guards_to_check(example_inputs, legal: list, readers: dict, refused: list) -> list[str]:
+    """The guards on padded symbols (the compiled code may rely on any of them: an index width, a
+    divisibility), as text: a padded call checks them at its bucket's sizes (runtime
+    cuda_graph_buckets.py) and runs at its own sizes where one fails. A guard that reads a size
+    no input holds makes its symbols stay exact (`legal` and `refused` are updated)."""
+    guards = []
+    shape_env = _shape_env(example_inputs)
+    for guard in getattr(shape_env, "guards", []):
+        expr = shape_env.replace(guard.expr)  # in the symbols the inputs hold (s97 -> s11)
+        if expr is sympy.true:
+            continue
+        involved = [symbol for symbol in legal if symbol in expr.free_symbols]
+        if not involved:
+            continue
+        missing = sorted(str(s) for s in expr.free_symbols if str(s) not in readers)
+        if missing:
+            for symbol in involved:
+                legal.remove(symbol)
+                refused.append((str(symbol), f"the guard {expr} reads {', '.join(missing)}, which no input holds"))
+            continue
+        guards.append(expr)
+    return [str(expr) for expr in guards if any(symbol in expr.free_symbols for symbol in legal)]
+
+
+def _readers(example_inputs) -> dict:
+    """symbol name -> (input position, dim) where a call's value of it can be read (dim -1: an
+    int input)."""
+    readers: dict = {}
+    for position, x in enumerate(example_inputs):
+        sizes = [(-1, x)] if isinstance(x, torch.SymInt) else list(enumerate(x.shape)) if isinstance(x, torch.Tensor) else []
+        for dim, size in sizes:
+            expr = expr_of(size)
+            if isinstance(expr, sympy.Symbol):
+                readers.setdefault(str(expr), (position, dim))
+    return readers
 
 
 def _graph_refusal(metadata) -> str | None:
@@ -137,11 +177,22 @@ def _input_state(node, x, symbol) -> dict:
     if isinstance(x, torch.SymInt) and _involves(x, symbol) and x.node.expr != symbol:
         raise Illegal(f"input {node.name} holds {x.node.expr}, not {symbol} itself")
     found = carriers(x, symbol) if isinstance(x, torch.Tensor) else {}
+    if isinstance(x, torch.Tensor) and not found and any(
+            symbol in expr_of(v).free_symbols for v in (*x.stride(), x.storage_offset())):
+        raise Illegal(f"input {node.name}'s strides depend on {symbol}, its sizes do not")
     if found and not _contiguous(x):
         raise Illegal(f"input {node.name} is not contiguous")
     if any(not factor.is_Integer for _, factor in found.values()):
         raise Illegal(f"input {node.name} has a size that is {symbol} times another size")
     return found
+
+
+def _shape_env(example_inputs):
+    for x in example_inputs:
+        for size in (x.shape if isinstance(x, torch.Tensor) else [x] if isinstance(x, torch.SymInt) else []):
+            if isinstance(size, torch.SymInt):
+                return size.node.shape_env
+    return None
 
 
 def _contiguous(x) -> bool:
@@ -211,12 +262,26 @@ SIZE_ARITHMETIC = {operator.mul, operator.add, operator.sub, operator.floordiv, 
 
 def _check_size_uses(node, symbol) -> None:
     exempt = SHAPE_ARGUMENTS.get(node.target, ())
+    if node.target is aten.slice.Tensor:
+        exempt = {3, "end"} if _slices_to_the_end(node) else ()
     for index, arg in enumerate(node.args):
         if index not in exempt and any(_involves(value_of(a), symbol) for a in flat([arg])):
             raise Illegal(f"{node.name} ({node.target}) uses the size {symbol} as a number")
     for name, arg in node.kwargs.items():
         if name not in exempt and any(_involves(value_of(a), symbol) for a in flat([arg])):
             raise Illegal(f"{node.name} ({node.target}) uses the size {symbol} as a number")
+
+
+def _slices_to_the_end(node) -> bool:
+    """A slice whose end is its dimension's whole size (x[:n] of an x with n rows): a bound that
+    moves with the padding and cuts nothing. A start, or any other end, that depends on the size
+    picks other elements once it is padded (t[n:n + 1])."""
+    x = value_of(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    end = node.args[3] if len(node.args) > 3 else node.kwargs.get("end")
+    if end is None:
+        return False
+    return sympy.expand(expr_of(value_of(end)) - expr_of(x.shape[dim % x.dim()])) == 0
 
 
 def _is_pointwise(target) -> bool:

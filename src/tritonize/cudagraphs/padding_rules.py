@@ -237,7 +237,7 @@ def _attention(node, symbol, state) -> list:
     _forbid(node, symbol, [2, 3], k, "attends")
     _forbid(node, symbol, [2, 3], v, "attends")
     _forbid(node, symbol, [3], q, "attends")
-    for mask in node.args[3:]:
+    for mask in list(node.args[3:]) + list(node.kwargs.values()):  # (attn_mask may come as a keyword)
         if isinstance(value_of(mask), torch.Tensor):
             found = state(mask)
             _forbid(node, symbol, [_rank(mask) - 1], found, "masks keys")
@@ -288,8 +288,12 @@ def _batch_first(node, symbol, state):
 
 
 def _factory(node, symbol, state):
-    """A new tensor: its sizes say where s is (its values do not depend on s: checked apart)."""
+    """A new tensor: its sizes say where s is (its values do not depend on s: checked apart).
+    A range along the padded size is refused: its padded elements are new values (positions past
+    the caller's size), which an index could take out of bounds."""
     value = node.meta["val"]
+    if node.target in POSITIONS and carriers(value, symbol):
+        raise Illegal(f"{node.name} ({node.target}) numbers the positions along {symbol}'s dimension")
     return [carriers(v, symbol) for v in value] if isinstance(value, (tuple, list)) else carriers(value, symbol)
 
 
@@ -339,6 +343,7 @@ def _table() -> dict:
 
 
 RULES = _table()
+POSITIONS = {aten.arange.default, aten.arange.start, aten.arange.start_step, prims.iota.default}
 
 POINTWISE_EXTRA = set()
 for _name in ("_to_copy", "alias", "detach", "lift_fresh_copy", "copy", "empty_like", "zeros_like",
@@ -351,12 +356,13 @@ for _name in ("add", "sub", "mul", "div", "neg", "exp", "exp2", "log", "log1p", 
     if hasattr(prims, _name):
         POINTWISE_EXTRA.add(getattr(prims, _name).default)
 
-# Arguments that may hold a padded size because they are sizes (of a view or a new tensor) or
-# slice bounds; anywhere else a size used as a number is illegal.
+# Arguments that may hold a padded size because they are sizes (of a view or a new tensor); a
+# slice's end only when it is the whole dimension (padding.py); anywhere else a size used as a
+# number is illegal.
 SHAPE_ARGUMENTS = {}
 for _op, _places in ((aten.view.default, {1, "size"}), (aten._unsafe_view.default, {1, "size"}),
                      (aten.reshape.default, {1, "shape"}), (aten.expand.default, {1, "size"}),
-                     (prims.broadcast_in_dim.default, {1, "shape"}), (aten.slice.Tensor, {2, 3, "start", "end"}),
+                     (prims.broadcast_in_dim.default, {1, "shape"}),
                      (aten.empty.memory_format, {0, "size"}), (aten.empty_strided.default, {0, 1, "size", "stride"}),
                      (aten.full.default, {0, "size"}), (aten.zeros.default, {0, "size"}),
                      (aten.ones.default, {0, "size"}), (aten.new_empty.default, {1, "size"}),

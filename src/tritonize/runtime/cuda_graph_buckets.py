@@ -2,7 +2,8 @@
 
 A graph with symbolic sizes records one CUDA graph per size. With buckets, a call whose size is
 not a bucket is run at the next bucket up: the inputs are padded along the dimensions that carry
-that size (zeros after the caller's data), and the outputs are cut back to the caller's size.
+that size (copies of the first row after the caller's data), and the outputs are cut back to the
+caller's size.
 cuda_graph_padding.py decides at compile time which sizes may be padded (those no operation mixes
 along) and writes a `PaddingPlan`; this module applies it at call time.
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+import sympy
 import torch
+import torch.utils._sympy.functions as size_functions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,13 +29,18 @@ class PaddingPlan:
     allow (None: no bound); inputs: (input position, dim, symbol index, factor) per carrying
     dimension, dim -1 for an int input holding the size; outputs: (output position, dim, symbol
     index) per carrying dimension of an output, whose size is the symbol's value times the factor
-    read from the padded output itself; refused: (symbol name, why) for sizes that stay exact."""
+    read from the padded output itself; refused: (symbol name, why) for sizes that stay exact;
+    guards: the shape environment's guards on padded symbols (text), which a padded call must
+    satisfy at its bucket's sizes; readers: (symbol name, input position, dim) where each size
+    the guards read is found (dim -1: an int input)."""
 
     symbols: tuple = ()
     upper: tuple = ()
     inputs: tuple = ()
     outputs: tuple = ()
     refused: tuple = ()
+    guards: tuple = ()
+    readers: tuple = ()
 
     def to_json(self) -> dict:
         return {field.name: [list(item) if isinstance(item, tuple) else item for item in getattr(self, field.name)]
@@ -40,8 +48,9 @@ class PaddingPlan:
 
     @classmethod
     def from_json(cls, data: dict) -> "PaddingPlan":
-        return cls(**{name: tuple(tuple(item) if isinstance(item, list) else item for item in data[name])
-                      for name in ("symbols", "upper", "inputs", "outputs", "refused")})
+        return cls(**{field.name: tuple(tuple(item) if isinstance(item, list) else item
+                                        for item in data.get(field.name, ()))
+                      for field in dataclasses.fields(cls)})
 
 
 def sizes_of(plan: PaddingPlan, args) -> list[int]:
@@ -52,6 +61,13 @@ def sizes_of(plan: PaddingPlan, args) -> list[int]:
             x = args[position]
             values[symbol] = int(x) if dim < 0 else x.shape[dim] // factor
     return values
+
+
+def parse_guard(text: str, names: list) -> sympy.Basic:
+    """A guard's text over the shape environment's symbols and size functions (FloorDiv, Mod...)."""
+    namespace = {name: getattr(size_functions, name) for name in dir(size_functions) if not name.startswith("_")}
+    namespace.update({name: sympy.Symbol(name, integer=True, positive=True) for name in names})
+    return sympy.sympify(text, locals=namespace)
 
 
 def bucket_for(value: int, buckets: tuple, upper) -> int:
@@ -69,16 +85,35 @@ class Padder:
         self.plan = plan
         self.buckets = tuple(sorted(buckets))
         self.grown = {position for position, dim, _, _ in plan.inputs if dim >= 0}  # tensors padding grows
+        self._guards = None  # the plan's guards, parsed at the first padded call
+        self._allowed: dict = {}  # sizes of a call -> whether the guards hold at its buckets
 
     def targets(self, args) -> list[tuple[int, int]] | None:
         """(value, bucket) per symbol, or None when no symbol needs padding in this call."""
         pairs = [(value, bucket_for(value, self.buckets, upper))
                  for value, upper in zip(sizes_of(self.plan, args), self.plan.upper)]
-        return pairs if any(value != bucket for value, bucket in pairs) else None
+        if all(value == bucket for value, bucket in pairs):
+            return None
+        return pairs if not self.plan.guards or self._guards_hold(args, pairs) else None
+
+    def _guards_hold(self, args, pairs) -> bool:
+        """Whether every guard on the padded sizes holds at the buckets (the other sizes as this
+        call has them); decided once per distinct set of sizes."""
+        values = {name: int(args[position]) if dim < 0 else int(args[position].shape[dim])
+                  for name, position, dim in self.plan.readers}
+        values.update({name: bucket for name, (_, bucket) in zip(self.plan.symbols, pairs)})
+        key = tuple(sorted(values.items()))
+        if key not in self._allowed:
+            if self._guards is None:
+                self._guards = [parse_guard(text, [name for name, _, _ in self.plan.readers])
+                                for text in self.plan.guards]
+            numbers = {sympy.Symbol(name, integer=True, positive=True): sympy.Integer(v) for name, v in values.items()}
+            self._allowed[key] = all(bool(guard.xreplace(numbers)) for guard in self._guards)
+        return self._allowed[key]
 
     def pad(self, args, pairs) -> list:
-        """The inputs at the bucket sizes: the caller's data first, zeros after it (inputs
-        already at the bucket's sizes stay as they are)."""
+        """The inputs at the bucket sizes: the caller's data first, copies of its first row after
+        it (inputs already at the bucket's sizes stay as they are)."""
         padded = list(args)
         for position, grows in self._growth(args, pairs).items():
             if grows[0][0] < 0:
@@ -137,15 +172,20 @@ class _Shape:
 
 
 def padded_copy(x: torch.Tensor, grows) -> torch.Tensor:
-    """A contiguous copy of x grown by `grows` [(dim, extra)], zeros in the new part."""
+    """A contiguous copy of x grown by `grows` [(dim, extra)], each new row a copy of x's first
+    along that dim. Padded rows are then copies of a real row, so whatever the graph derives from
+    them is as valid as for that row: an index stays in bounds, a divisor is no new zero."""
     size = list(x.shape)
     for dim, extra in grows:
         size[dim] += extra
-    padded = x.new_zeros(size)
+    padded = x.new_empty(size)
     region = padded
     for dim in range(x.dim()):
         region = region.narrow(dim, 0, x.shape[dim])
     region.copy_(x)
+    for dim, extra in grows:
+        tail = padded.narrow(dim, x.shape[dim], extra)
+        tail.copy_(padded.narrow(dim, 0, 1).expand_as(tail))
     return padded
 
 
