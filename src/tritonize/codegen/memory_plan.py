@@ -122,18 +122,22 @@ def _reusable_storages(graph: GraphIR, steps: list) -> set:
 def _in_place(graph: GraphIR, steps: list, last_use: dict, sources: set) -> dict:
     """A pointwise kernel's one stored buffer (its last: nothing is loaded after the store) ->
     an input of the same layout that dies at that kernel and is loaded only at the stored index."""
+    dying: dict = {}  # step -> sources whose last use it is
+    for name in sources:
+        if name in last_use:
+            dying.setdefault(last_use[name], []).append(name)
     in_place = {}
     for i, step in enumerate(steps):
         if not isinstance(step, KernelGroup) or step.is_reduction or step.is_scan or len(step.stored) != 1:
             continue
         out = step.stored[0]
-        if out is not step.buffers[-1] or out.storage_offset != 0:
+        candidates = sorted(name for name in dying.get(i, []) if graph.buffers[name].layout == out.layout)
+        if not candidates or out is not step.buffers[-1] or out.storage_offset != 0:
             continue
         index = out.layout.index(dim_vars(len(out.layout.size)))
         loads = [e for b in step.buffers for e in ex.loads(b.body)]
-        for name in sorted({e.args[0] for e in loads} & sources):
-            if last_use.get(name) == i and graph.buffers[name].layout == out.layout and all(
-                    sympy.expand(e.args[1] - index) == 0 for e in loads if e.args[0] == name):
+        for name in candidates:
+            if all(sympy.expand(e.args[1] - index) == 0 for e in loads if e.args[0] == name):
                 in_place[out.name] = name
                 break
     return in_place
