@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import warnings
 
-import pytest
 import torch
 
 import tritonize

@@ -28,7 +28,6 @@ import sympy
 from ..ir import expr as ex
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuffer
 from ..ir.symbols import dim_vars
-from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
 
@@ -36,8 +35,9 @@ from ..schedule.fusion import KernelGroup, reads_of
 @dataclasses.dataclass
 class MemoryPlan:
     """reuse: new buffer -> the freed buffer whose storage it takes; in_place: a kernel's output
-    -> the input it writes over; deleted: step -> buffers deleted after it; peak: planned peak bytes (at the example's sizes) and the step it is
-    reached at; live_at_peak: (buffer, bytes) live there, largest first."""
+    -> the input it writes over; deleted: step -> buffers deleted after it; peak: planned peak
+    bytes (at the example's sizes) and the step it is reached at; live_at_peak: (buffer, bytes)
+    live there, largest first."""
 
     reuse: dict
     in_place: dict

@@ -9,9 +9,10 @@ batch or query dimension. A reduction or a scan along it, a matrix product contr
 attention's key dimension, an index into it, s used as a number (`x / s`) or an operation this
 module does not know make s illegal, and the note says which node did it.
 
-Per symbol, every node's carrying dimensions are read from its shape (a dimension of size s
-times a factor free of s; any other use of s in a size is illegal), and each operation's rule
-predicts the output's carrying dimensions from its inputs'; a mismatch is illegal.
+Per symbol, the inputs' carrying dimensions are read from their shapes (a dimension of size s
+times a factor free of s; any other use of s in a size is illegal); each operation's rule
+predicts its output's from its inputs' (padding_rules.py), and the prediction must explain the
+output's shape.
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ import sympy
 import torch
 
 from ..runtime.cuda_graph_buckets import PaddingPlan
-from .padding_rules import POINTWISE_EXTRA, RULES, SHAPE_ARGUMENTS, Illegal, carriers, expr_of, flat, \
-    pointwise, value_of
+from .padding_rules import POINTWISE_EXTRA, RULES, SHAPE_ARGUMENTS, Illegal, argument, carriers, expr_of, \
+    flat, pointwise, value_of
 
 aten = torch.ops.aten
 
@@ -79,8 +80,7 @@ def _readers(example_inputs) -> dict:
     int input)."""
     readers: dict = {}
     for position, x in enumerate(example_inputs):
-        sizes = [(-1, x)] if isinstance(x, torch.SymInt) else list(enumerate(x.shape)) if isinstance(x, torch.Tensor) else []
-        for dim, size in sizes:
+        for dim, size in _sizes(x):
             expr = expr_of(size)
             if isinstance(expr, sympy.Symbol):
                 readers.setdefault(str(expr), (position, dim))
@@ -98,25 +98,23 @@ def _graph_refusal(metadata) -> str | None:
     return None
 
 
+def _sizes(x) -> list:
+    """(dim, size) of an input's sizes: a tensor's, or an int input's own value as dim -1."""
+    if isinstance(x, torch.SymInt):
+        return [(-1, x)]
+    return list(enumerate(x.shape)) if isinstance(x, torch.Tensor) else []
+
+
 def _input_symbols(example_inputs) -> set:
-    symbols = set()
-    for x in example_inputs:
-        sizes = x.shape if isinstance(x, torch.Tensor) else [x] if isinstance(x, torch.SymInt) else []
-        for size in sizes:
-            symbols |= {s for s in expr_of(size).free_symbols if isinstance(s, sympy.Symbol)}
-    return symbols
+    return {s for x in example_inputs for _, size in _sizes(x) for s in expr_of(size).free_symbols
+            if isinstance(s, sympy.Symbol)}
 
 
 def _upper(example_inputs, symbol) -> int | None:
     """The largest value the shape environment allows the symbol (None: unbounded)."""
-    for x in example_inputs:
-        for size in (x.shape if isinstance(x, torch.Tensor) else [x] if isinstance(x, torch.SymInt) else []):
-            if isinstance(size, torch.SymInt):
-                bound = size.node.shape_env.var_to_range.get(symbol)
-                if bound is not None:
-                    upper = bound.upper
-                    return int(upper) if isinstance(upper, sympy.Integer) else None
-    return None
+    bound = _shape_env(example_inputs).var_to_range.get(symbol)
+    upper = bound.upper if bound is not None else None
+    return int(upper) if isinstance(upper, sympy.Integer) else None
 
 
 # ----------------------------------------------------------------------------- carrying dims
@@ -189,7 +187,7 @@ def _input_state(node, x, symbol) -> dict:
 
 def _shape_env(example_inputs):
     for x in example_inputs:
-        for size in (x.shape if isinstance(x, torch.Tensor) else [x] if isinstance(x, torch.SymInt) else []):
+        for _, size in _sizes(x):
             if isinstance(size, torch.SymInt):
                 return size.node.shape_env
     return None
@@ -277,8 +275,7 @@ def _slices_to_the_end(node) -> bool:
     moves with the padding and cuts nothing. A start, or any other end, that depends on the size
     picks other elements once it is padded (t[n:n + 1])."""
     x = value_of(node.args[0])
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    end = node.args[3] if len(node.args) > 3 else node.kwargs.get("end")
+    dim, end = argument(node, 1, "dim", 0), argument(node, 3, "end")
     if end is None:
         return False
     return sympy.expand(expr_of(value_of(end)) - expr_of(x.shape[dim % x.dim()])) == 0

@@ -61,7 +61,8 @@ def _dim(dim, rank: int) -> int:
     return dim % rank if rank else 0
 
 
-def _arg(node, index: int, name: str, default=None):
+def argument(node, index: int, name: str, default=None):
+    """An FX node's argument, given by position or by keyword."""
     if len(node.args) > index:
         return node.args[index]
     return node.kwargs.get(name, default)
@@ -163,8 +164,8 @@ def _select(node, symbol, state) -> dict:
 
 def _slice(node, symbol, state) -> dict:
     found = state(node.args[0])
-    dim = _dim(_arg(node, 1, "dim", 0), _rank(node.args[0]))
-    whole = _arg(node, 2, "start") in (None, 0) and _arg(node, 4, "step", 1) == 1 and \
+    dim = _dim(argument(node, 1, "dim", 0), _rank(node.args[0]))
+    whole = argument(node, 2, "start") in (None, 0) and argument(node, 4, "step", 1) == 1 and \
         expr_of(node.meta["val"].shape[dim]) == expr_of(value_of(node.args[0]).shape[dim])
     if dim in found and not whole:
         raise Illegal(f"{node.name} ({node.target}) slices {symbol}'s dimension")
@@ -173,7 +174,7 @@ def _slice(node, symbol, state) -> dict:
 
 def _reduction(node, symbol, state):
     x = value_of(node.args[0])
-    dims = _arg(node, 1, "dim")
+    dims = argument(node, 1, "dim")
     if node.target in (aten.sum.default, aten.mean.default, aten.prod.default) or dims is None or dims == []:
         reduced = set(range(x.dim()))
     else:
@@ -193,7 +194,7 @@ def _reduction(node, symbol, state):
 def _along_dim(node, symbol, state):
     """softmax and scans: each slice along `dim` by itself."""
     found = state(node.args[0])
-    _forbid(node, symbol, [_dim(_arg(node, 1, "dim"), value_of(node.args[0]).dim())], found, "mixes elements")
+    _forbid(node, symbol, [_dim(argument(node, 1, "dim"), value_of(node.args[0]).dim())], found, "mixes elements")
     value = node.meta["val"]
     return [found for _ in value] if isinstance(value, (tuple, list)) else found
 
@@ -255,7 +256,7 @@ def _attention(node, symbol, state) -> list:
 def _cat(node, symbol, state) -> dict:
     tensors = list(node.args[0])
     rank = node.meta["val"].dim()
-    dim = _dim(_arg(node, 1, "dim", 0), rank)
+    dim = _dim(argument(node, 1, "dim", 0), rank)
     found = [state(t) for t in tensors]
     for each in found:
         _forbid(node, symbol, [dim], each, "concatenates")
@@ -267,7 +268,7 @@ def _cat(node, symbol, state) -> dict:
 def _split(node, symbol, state) -> list:
     found = state(node.args[0])
     rank = _rank(node.args[0])
-    dim = _dim(_arg(node, 2, "dim", 0) if node.target != aten.unbind.int else _arg(node, 1, "dim", 0), rank)
+    dim = _dim(argument(node, 2, "dim", 0) if node.target != aten.unbind.int else argument(node, 1, "dim", 0), rank)
     _forbid(node, symbol, [dim], found, "splits")
     shifted = found if node.target != aten.unbind.int else {d - (d > dim): f for d, f in found.items()}
     return [shifted for _ in node.meta["val"]]

@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from ..errors import Unsupported
+from ..ir.sizes import has_symbolic_sizes
 from ..pipeline import graph_device as graph_device_kind
 from ..runtime.cuda_graph_buckets import Padder
 from ..runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
@@ -48,7 +49,7 @@ def padder(compiled, gm, example_inputs, role: str, options) -> Padder | None:
     """The bucket padding of an inference graph with symbolic sizes (None without buckets, or
     when no size may be padded). The plan is kept on `compiled` (the Dynamo-level cache stores
     it: a hit has no aten graph to analyse)."""
-    if role == "inference" and gm is not None and plan_needed(example_inputs):
+    if role == "inference" and gm is not None and has_symbolic_sizes(example_inputs):
         compiled.padding = padding_plan(gm, example_inputs, _aot_metadata())
     plan = getattr(compiled, "padding", None)
     if plan is None or not options.cudagraph_buckets:
@@ -60,11 +61,6 @@ def padder(compiled, gm, example_inputs, role: str, options) -> Padder | None:
     notes.append(f"CUDA graphs: sizes {', '.join(plan.symbols)} are padded up to the next of the buckets "
                  f"{tuple(options.cudagraph_buckets)}")
     return Padder(plan, options.cudagraph_buckets)
-
-
-def plan_needed(example_inputs) -> bool:
-    return any(isinstance(x, torch.SymInt) or isinstance(x, torch.Tensor)
-               and any(isinstance(d, torch.SymInt) for d in x.shape) for x in example_inputs)
 
 
 CPU_GRAPH = "a CPU graph (mode='reduce-overhead' has no effect on the CPU)"

@@ -4,7 +4,7 @@ A graph with symbolic sizes records one CUDA graph per size. With buckets, a cal
 not a bucket is run at the next bucket up: the inputs are padded along the dimensions that carry
 that size (copies of the first row after the caller's data), and the outputs are cut back to the
 caller's size.
-cuda_graph_padding.py decides at compile time which sizes may be padded (those no operation mixes
+cudagraphs/padding.py decides at compile time which sizes may be padded (those no operation mixes
 along) and writes a `PaddingPlan`; this module applies it at call time.
 
 A size `s` "carries" a dimension whose size is s times a factor free of s (a flattened batch of
@@ -179,14 +179,18 @@ def padded_copy(x: torch.Tensor, grows) -> torch.Tensor:
     for dim, extra in grows:
         size[dim] += extra
     padded = x.new_empty(size)
-    region = padded
-    for dim in range(x.dim()):
-        region = region.narrow(dim, 0, x.shape[dim])
-    region.copy_(x)
+    leading_region(padded, x.shape).copy_(x)
     for dim, extra in grows:
         tail = padded.narrow(dim, x.shape[dim], extra)
         tail.copy_(padded.narrow(dim, 0, 1).expand_as(tail))
     return padded
+
+
+def leading_region(t: torch.Tensor, shape) -> torch.Tensor:
+    """The first `shape` elements of t along each dim (where the caller's data sits)."""
+    for dim, size in enumerate(shape):
+        t = t.narrow(dim, 0, size)
+    return t
 
 
 def cut(outputs: list, shapes: dict) -> list:

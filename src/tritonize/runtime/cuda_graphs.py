@@ -33,7 +33,7 @@ import weakref
 
 import torch
 
-from .cuda_graph_buckets import Padder, cut
+from .cuda_graph_buckets import Padder, cut, leading_region
 
 PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
@@ -227,7 +227,7 @@ class Recording:
         self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
         self.reads_args = [spec.a for spec in specs if spec.kind in ("mutated", "input")]  # outputs built from inputs
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
-        self.cut: dict = {}  # padded calls' sizes -> {output position: the caller's size}
+        self.cut: dict = {}  # padded calls' sizes -> cut_metas
         self.watched: dict = {}  # copied input position -> [its last address, calls in a row there]
 
     def steady_inputs(self, args) -> list:
@@ -245,16 +245,16 @@ class Recording:
         """The part of a padded input's buffer that a smaller call's input fills."""
         key = (position, shape)
         if key not in self.regions:
-            region = buffer
-            for dim, size in enumerate(shape):
-                region = region.narrow(dim, 0, size)
-            self.regions[key] = region
+            self.regions[key] = leading_region(buffer, shape)
         return self.regions[key]
 
-    def cut_shapes(self, padder, pairs) -> dict:
+    def cut_metas(self, padder, pairs) -> dict:
+        """Output position -> its tensor metadata at the caller's sizes (a padded call's)."""
         key = tuple(pairs)
         if key not in self.cut:
-            self.cut[key] = padder.shapes([spec.meta["size"] if spec.meta else None for spec in self.specs], pairs)
+            shapes = padder.shapes([spec.meta["size"] if spec.meta else None for spec in self.specs], pairs)
+            self.cut[key] = {position: {**self.specs[position].meta, "size": size}
+                             for position, size in shapes.items() if self.specs[position].meta}
         return self.cut[key]
 
     def owns(self, data_ptr: int) -> bool:
@@ -270,8 +270,9 @@ class Recording:
         self.copy_out = self.copy_out or bool(stuck)
         return not stuck
 
-    def outputs_for(self, args, shapes: dict | None = None) -> list:
-        """This replay's outputs; `shapes`: output position -> a smaller size (padded calls)."""
+    def outputs_for(self, args, metas: dict | None = None) -> list:
+        """This replay's outputs; `metas`: output position -> metadata at a smaller size (a padded
+        call's: cut_metas)."""
         storages = [storage_over(ptr, nbytes, device) for ptr, nbytes, device in self.storages]
         if self.copy_out:
             storages = [_copied(storage) for storage in storages]
@@ -279,7 +280,7 @@ class Recording:
         outputs = []
         for position, spec in enumerate(self.specs):
             if spec.kind == "pool":
-                meta = spec.meta if not shapes or position not in shapes else {**spec.meta, "size": shapes[position]}
+                meta = metas.get(position, spec.meta) if metas else spec.meta
                 tensor = tensor_on(storages[spec.a], meta)
                 if not REPOINT_STORAGES:  # (evacuate's route without storage re-pointing)
                     refs[spec.a].append(weakref.ref(tensor))
@@ -450,7 +451,7 @@ class GraphRunner:
             args.clear()
             args = kept
         recording.capture.replay()
-        outputs = recording.outputs_for(args, None if pairs is None else recording.cut_shapes(self.padder, pairs))
+        outputs = recording.outputs_for(args, None if pairs is None else recording.cut_metas(self.padder, pairs))
         if isinstance(args, list):
             args.clear()
         return outputs
