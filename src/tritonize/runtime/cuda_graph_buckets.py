@@ -99,11 +99,11 @@ class Padder:
     def _guards_hold(self, args, pairs) -> bool:
         """Whether every guard on the padded sizes holds at the buckets (the other sizes as this
         call has them); decided once per distinct set of sizes."""
-        values = {name: int(args[position]) if dim < 0 else int(args[position].shape[dim])
-                  for name, position, dim in self.plan.readers}
-        values.update({name: bucket for name, (_, bucket) in zip(self.plan.symbols, pairs)})
-        key = tuple(sorted(values.items()))
+        key = (tuple(int(args[position]) if dim < 0 else args[position].shape[dim]
+                     for _, position, dim in self.plan.readers), tuple(pairs))
         if key not in self._allowed:
+            values = {name: value for (name, _, _), value in zip(self.plan.readers, key[0])}
+            values.update({name: bucket for name, (_, bucket) in zip(self.plan.symbols, pairs)})
             if self._guards is None:
                 self._guards = [parse_guard(text, [name for name, _, _ in self.plan.readers])
                                 for text in self.plan.guards]
