@@ -196,7 +196,15 @@ def test_training_steps_match_eager(device):
             assert_same(p, q, atol=1e-5, rtol=1e-4)
     roles = {art.role for art in recorder if art != "graph"}
     assert roles == {"forward", "backward"}
-    assert recorded(recorder) == 2, notes(recorder)  # forward and backward
+    # forward and backward once each; on CUDA the backward's incoming gradient settles at one
+    # address after a few steps, and may be recorded once more to read it in place
+    for art in recorder:
+        if art == "graph":
+            continue
+        in_place = [int(note.split(": ")[2].split()[0]) for note in art.notes
+                    if note.startswith("CUDA graphs: recorded sizes")]
+        assert len(in_place) in (1, 2), art.notes
+        assert in_place == sorted(set(in_place)), art.notes  # a second recording reads more in place
 
 
 def test_two_forwards_before_backward(device, repoint):
