@@ -12,6 +12,10 @@
     five are timed in turns, round after round (each compile has a back end object of its own,
     so Dynamo keeps them apart): milliseconds per step, and how many graphs ran through aten as
     a whole (tritonize's warnings say so).
+    Two more columns: what Dynamo itself costs a call under dynamic=True beyond a static compile
+    (a back end that replays its first outputs, timed both ways: guards, and the float attributes
+    Dynamo passes as float64 tensors made at each call, paid by every back end), and the dynamic
+    compile's time less that cost, against the static compile.
 (b) Automatic dynamic: plain torch.compile (no dynamic=) called with several batch sizes: how
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
@@ -91,6 +95,21 @@ def own_backend(name: str):
     return backend
 
 
+def replaying_backend():
+    """A back end that runs each graph once and then returns those outputs at every call: timed,
+    it measures what Dynamo itself costs a call (guards, and under dynamic=True the float
+    attributes it passes as float64 tensors made at each call), which every back end pays."""
+    def backend(gm, example_inputs, **kwargs):
+        outputs = []
+
+        def run(*args):
+            if not outputs:
+                outputs.append(gm(*args))
+            return outputs[0]
+        return run
+    return backend
+
+
 def interleaved_ms(fns: dict, x, device, rounds=5, iters=10) -> dict:
     """{column: ms per call}: each round times every column in turn (the median of `iters`
     calls), so a slow spell of the host falls on all columns alike; the fastest round counts."""
@@ -118,13 +137,16 @@ def sequence_lengths(name, args):
     # plain torch.compile: static at the first length, then Dynamo's automatic dynamic, which
     # keeps float attributes specialized (dynamic=True passes each as a float64 tensor input)
     tritonize_auto = torch.compile(model, backend=own_backend("tritonize"))
+    replay_dynamic = torch.compile(model, backend=replaying_backend(), dynamic=True)
     columns = ("eager", "inductor dynamic", "tritonize static", "tritonize dynamic", "tritonize auto")
     times, found = {}, []
     start_graphs = dynamo_graph_count()
     with aten_warnings(found):
         for n, x in inputs.items():
             static = torch.compile(model, backend=own_backend("tritonize"), dynamic=False)  # this length alone
-            fns = dict(zip(columns, (model, inductor, static, tritonize_dynamic, tritonize_auto)))
+            replay_static = torch.compile(model, backend=replaying_backend(), dynamic=False)
+            fns = dict(zip(columns + ("dynamo static", "dynamo dynamic"),
+                           (model, inductor, static, tritonize_dynamic, tritonize_auto, replay_static, replay_dynamic)))
             times.update({(column, n): ms for column, ms in interleaved_ms(fns, x, args.device).items()})
     for reason in sorted(set(found)):
         print(f"{name}: {reason[:400]}")
@@ -132,11 +154,13 @@ def sequence_lengths(name, args):
     for n in args.lengths:
         static, dynamic = times[("tritonize static", n)], times[("tritonize dynamic", n)]
         inductor, auto = times[("inductor dynamic", n)], times[("tritonize auto", n)]
+        tax = times[("dynamo dynamic", n)] - times[("dynamo static", n)]
         rows.append([name, n] + [f"{times[(c, n)]:.3f}" for c in columns] +
-                    [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}", f"{auto / static:.2f}"])
+                    [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}", f"{auto / static:.2f}",
+                     f"{tax * 1e3:.0f}", f"{(dynamic - tax) / static:.2f}"])
     notes = (f"{dynamo_graph_count() - start_graphs} graphs compiled in all "
              f"({len(args.lengths)} static ones, one dynamic one per back end and two for "
-             f"tritonize auto if none broke), "
+             f"tritonize auto if none broke, and the replaying back end's), "
              f"{len(found)} through aten")
     return rows, notes
 
@@ -435,7 +459,8 @@ def main(argv=None):
     print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
     header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
-              "tritonize auto ms", "dyn/static", "dyn/inductor", "auto/static"]
+              "tritonize auto ms", "dyn/static", "dyn/inductor", "auto/static", "dynamo's dynamic us",
+              "(dyn - dynamo's) / static"]
     rows, notes, text = [], [], []
     for name in args.models if args.lengths else []:
         model_rows, note = sequence_lengths(name, args)

@@ -9,6 +9,7 @@ pick; int64 index arithmetic only where an index can pass 2^31 - 1.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import sympy
 
@@ -134,6 +135,9 @@ def _needs_int64(space: IterationSpace, buffers: dict, group: KernelGroup) -> bo
     return False
 
 
+# comparisons of two index expressions, rendered without casting either side (_render)
+INDEX_COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
 # integer ops that divide by their second argument, named as a division-by-zero error says
 INTEGER_DIVISIONS = {"floordiv": "floor division", "truncdiv": "division", "remainder": "remainder",
                      "fmod": "fmod"}
@@ -153,6 +157,7 @@ class _BodyWriter:
         self.pointers: dict[str, str] = {}
         self.has_checks = False  # set by codegen/indirect.py
         self.size_renames: dict = {}  # symbolic sizes: ShapeEnv symbol -> the kernel's ks parameter
+        self.zero_filled: dict[str, str] = {}  # a masked load's variable -> its mask (reads 0 off it)
         self.base_mask = self._base_mask()
 
     def _base_mask(self):
@@ -223,6 +228,10 @@ class _BodyWriter:
             return self._load(e, mask)
         if e.op == "indirect":
             return render_indirect(self, e, mask)
+        if e.op in INDEX_COMPARISONS and all(a.op == "index_expr" for a in e.args):
+            # compared in the index math's own type: widening both sides first changes no result
+            lhs, rhs = (self.index_text(a.args[0]) for a in e.args)
+            return self.new_var(f"({lhs}) {INDEX_COMPARISONS[e.op]} ({rhs})")
         if e.op == "index_expr" and not self.varies(self.space.rewrite.get(e.args[0], e.args[0])):
             return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {triton_dtype(e.dtype)})"
         if e.op == "index_expr":
@@ -234,6 +243,8 @@ class _BodyWriter:
             condition = self.render(e.args[0], mask)
             inner_mask = condition if mask is None else f"{mask} & {condition}"
             body = self.render(e.args[1], inner_mask)
+            if self.zero_filled.get(body) == inner_mask and _is_positive_zero(e.args[2]):
+                return body  # a load under this very mask already reads 0 where it is false
             other = render_constant(e.args[2], e.dtype)
             return self.new_var(f"tl.where({condition}, {body}, {other})")
         args = [self.render(a, mask) for a in e.args]
@@ -270,7 +281,10 @@ class _BodyWriter:
         if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
             offset = f"tl.where({mask}, {offset}, 0)"
         mask_text = f", {mask}, other=0" if mask else ""
-        return self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
+        value = self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
+        if mask:
+            self.zero_filled[value] = mask
+        return value
 
     def cache_hint(self, index) -> str:
         """Extra tl.load arguments for a load at index (reduction kernels hint L2 eviction)."""
@@ -283,6 +297,11 @@ class _BodyWriter:
         mask_text = f", {self.base_mask}" if self.base_mask else ""
         pointer = self.pointer(buffer.name, stored=True)
         self.lines.append(f"tl.store({pointer} + {_parenthesize(index_text)}, {value}{mask_text})")
+
+
+def _is_positive_zero(value) -> bool:
+    """0, 0.0 or False, but not -0.0 (a masked load fills with +0)."""
+    return value == 0 and math.copysign(1.0, float(value)) > 0
 
 
 def host_scalar_argument(buffer_name: str) -> str:
