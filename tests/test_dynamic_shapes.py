@@ -8,7 +8,6 @@ still matches eager.
 """
 from __future__ import annotations
 
-import re
 import warnings
 
 import pytest
@@ -513,13 +512,10 @@ def test_long_reductions_of_symbolic_length_are_split_as_the_example_would_be():
     assert graphs == 1 and not messages and not artifacts[0].fallbacks
     kinds = [k.kind for k in artifacts[0].kernels]
     assert kinds == ["adaptive_reduction", "persistent_reduction"] * 3, kinds  # partials, then their reduction
-    # the last chunk's end is compared in the kernel's index type (no int64 casts), and the
-    # masked load already reads the sum's 0 past it (no select after it)
+    # the last chunk's end is compared in the kernel's index type (no int64 casts)
     partials = artifacts[0].kernels[0].source
     compare = next(line for line in partials.splitlines() if " < (" in line and "tl.load" not in line)
     assert ".to(tl.int64)" not in compare, compare
-    loaded = re.search(r"(tmp\d+) = tl.load\(.*& (tmp\d+), other=0", partials)
-    assert loaded and f"tl.where({loaded.group(2)}, {loaded.group(1)}, 0.0)" not in partials, partials
 
 
 def test_size_arithmetic_that_dynamo_leaves_in_the_graph():

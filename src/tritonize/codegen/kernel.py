@@ -9,7 +9,6 @@ pick; int64 index arithmetic only where an index can pass 2^31 - 1.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import sympy
 
@@ -157,7 +156,6 @@ class _BodyWriter:
         self.pointers: dict[str, str] = {}
         self.has_checks = False  # set by codegen/indirect.py
         self.size_renames: dict = {}  # symbolic sizes: ShapeEnv symbol -> the kernel's ks parameter
-        self.zero_filled: dict[str, str] = {}  # a masked load's variable -> its mask (reads 0 off it)
         self.base_mask = self._base_mask()
 
     def _base_mask(self):
@@ -243,8 +241,6 @@ class _BodyWriter:
             condition = self.render(e.args[0], mask)
             inner_mask = condition if mask is None else f"{mask} & {condition}"
             body = self.render(e.args[1], inner_mask)
-            if self.zero_filled.get(body) == inner_mask and _is_positive_zero(e.args[2]):
-                return body  # a load under this very mask already reads 0 where it is false
             other = render_constant(e.args[2], e.dtype)
             return self.new_var(f"tl.where({condition}, {body}, {other})")
         args = [self.render(a, mask) for a in e.args]
@@ -281,10 +277,7 @@ class _BodyWriter:
         if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
             offset = f"tl.where({mask}, {offset}, 0)"
         mask_text = f", {mask}, other=0" if mask else ""
-        value = self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
-        if mask:
-            self.zero_filled[value] = mask
-        return value
+        return self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
 
     def cache_hint(self, index) -> str:
         """Extra tl.load arguments for a load at index (reduction kernels hint L2 eviction)."""
@@ -297,11 +290,6 @@ class _BodyWriter:
         mask_text = f", {self.base_mask}" if self.base_mask else ""
         pointer = self.pointer(buffer.name, stored=True)
         self.lines.append(f"tl.store({pointer} + {_parenthesize(index_text)}, {value}{mask_text})")
-
-
-def _is_positive_zero(value) -> bool:
-    """0, 0.0 or False, but not -0.0 (a masked load fills with +0)."""
-    return value == 0 and math.copysign(1.0, float(value)) > 0
 
 
 def host_scalar_argument(buffer_name: str) -> str:
