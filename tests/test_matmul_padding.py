@@ -25,6 +25,30 @@ def test_matmul_aligned_values_and_layout(device, dtype):
     torch.testing.assert_close(matmul_aligned(aten.mm.out, a, b.t().contiguous().t()), a @ b)
 
 
+def test_a_large_padded_product_is_computed_a_block_of_rows_at_a_time(device, monkeypatch):
+    """Past PADDED_BLOCK_BYTES the padded result is never whole: blocks of rows go through one
+    padded buffer into the dense result (GPT-2's logits held both, 1.6 GB). Blocks of rows of a
+    transposed a, and addmm's bias and scales, give eager's values."""
+    from tritonize.runtime import wrapper_support
+
+    monkeypatch.setattr(wrapper_support, "PADDED_BLOCK_BYTES", 1024)
+    monkeypatch.setattr(wrapper_support, "PADDED_BLOCK_ROWS", 4)
+    copied = []
+    dense_rows = wrapper_support.dense_rows
+    monkeypatch.setattr(wrapper_support, "dense_rows",
+                        lambda view, out: copied.append(tuple(view.shape)) or dense_rows(view, out=out))
+    a = torch.randn(37, 20, device=device)
+    b = torch.randn(20, 13, device=device)  # 13 columns: padded to 16 (64 bytes a row)
+    bias = torch.randn(13, device=device)
+    product = matmul_aligned(aten.mm.out, a, b)
+    assert copied == [(16, 13), (16, 13), (5, 13)]  # 37 rows of 64 bytes: blocks of 1024 bytes
+    assert product.is_contiguous() and product.shape == (37, 13)
+    torch.testing.assert_close(product, a @ b)
+    a_t = a.t().contiguous().t()
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a_t, b, beta=0.5, alpha=2.0),
+                               torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+
+
 @pytest.mark.parametrize("vocab", [1001, 1024])
 def test_lm_head_with_an_odd_vocabulary(device, vocab):
     torch.manual_seed(0)

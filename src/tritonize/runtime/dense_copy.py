@@ -40,10 +40,13 @@ def _kernel_module(interpret: bool):
     return load_source_module(SOURCE, "dense_copy", interpret=interpret)
 
 
-def dense_rows(view: torch.Tensor) -> torch.Tensor:
-    """A dense copy of a 2-D view whose rows are contiguous (stride (s, 1), s >= its width)."""
+def dense_rows(view: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """A dense copy of a 2-D view whose rows are contiguous (stride (s, 1), s >= its width), into
+    `out` (dense, the view's shape) when given."""
     rows, cols = view.shape
-    out = torch.empty((rows, cols), dtype=view.dtype, device=view.device)
+    if out is None:
+        out = torch.empty((rows, cols), dtype=view.dtype, device=view.device)
+    assert out.shape == view.shape and out.is_contiguous(), (out.shape, out.stride())
     if out.numel() == 0:
         return out
     assert view.stride(1) == 1 or cols == 1, view.stride()
