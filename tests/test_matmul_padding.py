@@ -47,6 +47,15 @@ def test_a_large_padded_product_is_computed_a_block_of_rows_at_a_time(device, mo
     a_t = a.t().contiguous().t()
     torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a_t, b, beta=0.5, alpha=2.0),
                                torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+    # a transposed weight (columns at 16-byte boundaries) is not copied: its first 12 columns and
+    # its last one are two products a block
+    copies = []
+    copy_padded = wrapper_support._copy_padded
+    monkeypatch.setattr(wrapper_support, "_copy_padded", lambda t, *size: copies.append(t.shape) or copy_padded(t, *size))
+    weight_t = b.t().contiguous().t()
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a, weight_t, beta=0.5, alpha=2.0),
+                               torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+    assert copies == [] and copied[-3:] == [(16, 13), (16, 13), (5, 13)]
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])

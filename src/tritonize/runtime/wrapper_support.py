@@ -83,9 +83,12 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     H100 that way, against 0.9 ms padded, and its two products of the backward (the gradient of
     the logits times the weight, and its transpose times the hidden states) 0.44 ms each.
     - An odd depth K: a and b are copied with K padded by zeros (which add nothing).
-    - An odd number of columns N: b (and the bias) are copied with N padded (those columns of
-      the result are never read back) and the result is copied once more, dense, a block of rows
-      at a time (_product_into_dense: the padded result never exists whole).
+    - An odd number of columns N: the product is written into rows padded to 16 bytes and
+      copied once more, dense, a block of rows at a time (_product_into_dense: the padded result
+      never exists whole). When b's columns start at 16-byte boundaries (a transposed weight),
+      its first N rounded down columns and the few left are two products, and b is not copied;
+      otherwise b (and the bias) are copied with N padded (those columns are never read back).
+      (N odd alone sends cuBLAS to its slow kernel: bench/odd_columns.py.)
     - An operand laid out with an odd row stride (the transposed view of odd-width logits) is
       copied in its own order with that stride padded: for a, the extra rows of the result are
       dropped (a view of whole rows).
@@ -101,9 +104,10 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     if deep != depth or not _rows_aligned(a, unit):
         tall = _round_up(rows, unit) if _column_major(a) else rows  # the copy's leading dimension
         a = _copy_padded(a, tall, deep)
-    if deep != depth or wide != cols or not _rows_aligned(b, unit):
+    split_columns = wide != cols and deep == depth and cols > unit and _rows_aligned(b, unit) and _column_major(b)
+    if not split_columns and (deep != depth or wide != cols or not _rows_aligned(b, unit)):
         b = _copy_padded(b, deep, wide)
-    if bias and wide != cols:
+    if bias and wide != cols and not split_columns:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
         bias = [bias_wide]
@@ -123,16 +127,28 @@ PADDED_BLOCK_ROWS = 128
 
 
 def _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.Tensor:
-    """The product of width `wide` (padded) written into a dense (rows, cols) result through a
-    padded buffer of a block of rows, each block copied out before the next is computed."""
+    """The product of width `cols` written into a dense (rows, cols) result through a buffer of
+    a block of rows padded to `wide`, each block copied out before the next is computed."""
     dense = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
     block = _padded_block_rows(rows, wide * a.element_size())
     padded = torch.empty((min(block, rows), wide), dtype=a.dtype, device=a.device)
+    parts = _column_parts(bias, b, cols, wide)
     for start in range(0, rows, block):
         count = min(block, rows - start)
-        out_op(*bias, a[start:start + count], b, **kwargs, out=padded[:count])
+        for first, end, part_bias, part_b in parts:
+            out_op(*part_bias, a[start:start + count], part_b, **kwargs, out=padded[:count, first:end])
         dense_rows(padded[:count, :cols], out=dense[start:start + count])
     return dense
+
+
+def _column_parts(bias, b, cols, wide) -> list:
+    """(first column, end, bias, b) of each product: b padded to `wide` whole, or b as it is in
+    its columns up to a multiple of 16 bytes and the rest."""
+    if b.shape[1] == wide:
+        return [(0, wide, bias, b)]
+    aligned = cols - cols % max(1, 16 // b.element_size())
+    return [(0, aligned, [t[:aligned] for t in bias], b[:, :aligned]),
+            (aligned, cols, [t[aligned:] for t in bias], b[:, aligned:])]
 
 
 def _padded_block_rows(rows: int, row_bytes: int) -> int:
