@@ -3,7 +3,9 @@ on the GPU, each in a process of its own.
 
     PYTHONPATH=src python3 bench/cuda_graph_memory.py --models gpt2,llama --mode training
 
-Per model and back end: peak memory over 5 steps after warm-up (torch.cuda.max_memory_allocated,
+Per model and back end: peak memory over 5 steps after WARM_STEPS steps (the state a training
+loop runs in: a backward's incoming gradient settles at one address after a few steps and is then
+read in place by a new recording, runtime/cuda_graphs.PROMOTE_AFTER) (torch.cuda.max_memory_allocated,
 weights included; and max_memory_reserved: what the process holds, graph pools included), and
 for reduce-overhead what the recordings hold for the program's life: their
 outputs (pool memory every replay writes; in training the forward's outputs are the activations
@@ -27,6 +29,9 @@ import common  # noqa: E402
 import model_zoo  # noqa: E402
 
 
+WARM_STEPS = 12
+
+
 def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict:
     from models import Workload  # (bench/models.py: the suite's own workload)
 
@@ -37,7 +42,7 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict
         common.import_tritonize()
         log_addresses()
     step = workload.step_fn(common.build_backend(backend, workload.forward_fn()))
-    for _ in range(3):
+    for _ in range(WARM_STEPS):
         step()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
