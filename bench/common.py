@@ -24,7 +24,8 @@ import torch
 
 BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
-KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro")
+KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
+                              "tritonize-mincut")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -48,13 +49,15 @@ def import_tritonize():
 
 def build_backend(name, fn):
     """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)
-    ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead")."""
+    ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead"; "-mincut": options partitioner="min_cut")."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:
         raise ValueError(f"unknown back end {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
     if name == "tritonize-max":
         return import_tritonize().compile(private_copy(fn), mode="max-autotune")
+    if name == "tritonize-mincut":  # training: AOTAutograd's min-cut partitioner (saves less, recomputes)
+        return import_tritonize().compile(private_copy(fn), options={"partitioner": "min_cut"})
     base, _, variant = name.partition("-")
     if base == "tritonize":
         import_tritonize()

@@ -255,6 +255,57 @@ def test_dropout_in_training_mode(device):
     assert_same(grad, grad_out * kept / (1 - p))
 
 
+def saved_bytes(step) -> int:
+    """Bytes of the distinct storages autograd saves for the backward while `step` runs."""
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    return sum(storages.values())
+
+
+def test_min_cut_partitioner_saves_less_and_matches_eager(device):
+    """options partitioner="min_cut": AOTAutograd's min-cut partitioner recomputes cheap ops in
+    the backward; gradients stay eager's (bf16 autocast included) and less is saved."""
+    with tritonize.config.patch(partitioner="min_cut"):
+        check_training(smooth_transformer_block, [randn(2, 4, 16, device=device)])
+        check_training(smooth_transformer_block, [randn(2, 4, 16, device=device)],
+                       autocast_dtype=torch.bfloat16, **BF16_TOL)
+    torch.manual_seed(0)
+    block = TransformerBlock(16, 2).to(device)
+    x = randn(4, 32, 16, device=device)
+    saved = {}
+    for partitioner in ("default", "min_cut"):
+        torch._dynamo.reset()
+        compiled = torch.compile(block, backend=make_backend(make_options({"partitioner": partitioner})))
+        compiled(x)
+        saved[partitioner] = saved_bytes(lambda: compiled(x).square().mean())
+    assert saved["min_cut"] < saved["default"], saved
+
+
+def test_min_cut_partitioner_never_recomputes_dropout(device):
+    """A recomputed random op would draw another mask in the backward: the forward's is kept."""
+    p = 0.4
+    dropout = torch.compile(nn.Sequential(nn.Dropout(p), nn.GELU()).train(),
+                            backend=make_backend(make_options({"partitioner": "min_cut"})))
+    h, grad_out = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
+    leaf = h.clone().requires_grad_()
+    out = dropout(leaf)
+    out.backward(grad_out)
+    kept = out != 0  # gelu(0) = 0, and gelu is nonzero elsewhere
+    scaled = (h * kept / (1 - p)).requires_grad_()
+    F.gelu(scaled).backward(grad_out)
+    assert_same(leaf.grad, scaled.grad * kept / (1 - p))
+
+
+def test_an_unknown_partitioner_is_an_error():
+    with pytest.raises(ValueError, match="partitioner"):
+        make_options({"partitioner": "greedy"})
+
+
 class SinWithMedianShiftedGradient(torch.autograd.Function):
     """Forward: sin. Backward: a cosine gradient less its row median (not the true derivative):
     its backward graph has an op that we do not lower (median), and the forward graph has none."""

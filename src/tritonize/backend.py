@@ -10,10 +10,12 @@ whose AOTAutograd calling convention is trivial gets the same runner on a miss
 caching/precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
 from __future__ import annotations
 
+import functools
 import itertools
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
 from .caching import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
@@ -78,6 +80,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             fw_compiler=compile_forward,
             bw_compiler=compile_backward,
             inference_compiler=aten_compiler("inference", pending),
+            partition_fn=partition_function(options),
             decompositions=decomposition_table(options.fallback_random),
             keep_inference_input_mutations=False,
         )
@@ -91,6 +94,15 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return compiled_fn
 
     return backend
+
+
+def partition_function(options: Options):
+    """How AOTAutograd splits a training graph into forward and backward (options.partitioner).
+    The min-cut partitioner chooses what to save by the ops a fusing compiler recomputes cheaply
+    (its "inductor" op set: pointwise and views; never random ops nor matmuls), which are ours."""
+    if options.partitioner == "min_cut":
+        return functools.partial(min_cut_rematerialization_partition, compiler="inductor")
+    return default_partition
 
 
 def start_gpu_runtime(example_inputs, compiling: bool) -> None:

@@ -12,6 +12,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
+| partitioner | "default", "min_cut"      | "default"              | training: how AOTAutograd splits the joint graph. "default" saves what the forward computed; "min_cut" (AOTAutograd's min-cut partitioner) saves less and recomputes cheap ops in the backward. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
@@ -28,6 +29,7 @@ import os
 MODES = ("default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")
 FALLBACKS = ("error", "eager")
 CAPTURES = ("cuda", "fake")
+PARTITIONERS = ("default", "min_cut")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +42,15 @@ class Options:
     cudagraph_sizes: int = 8
     cudagraph_capture: str = "cuda"
     cudagraph_buckets: tuple = ()
+    partitioner: str = "default"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"tritonize: unknown mode {self.mode!r}; expected one of {MODES}")
         if self.fallback not in FALLBACKS:
             raise ValueError(f"tritonize: unknown fallback {self.fallback!r}; expected one of {FALLBACKS}")
+        if self.partitioner not in PARTITIONERS:
+            raise ValueError(f"tritonize: unknown partitioner {self.partitioner!r}; expected one of {PARTITIONERS}")
         if self.cudagraph_capture not in CAPTURES:
             raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
                              f"expected one of {CAPTURES}")
@@ -77,7 +82,7 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
 
 def code_options(options: Options) -> list:
     """The options that change the generated code: part of every cache key."""
-    return [options.mode, options.fallback, options.fallback_random]
+    return [options.mode, options.fallback, options.fallback_random, options.partitioner]
 
 
 @contextlib.contextmanager
