@@ -1,6 +1,7 @@
 """Kernel source decisions that do not need a run: masks, index width, tiling, dedup."""
 import re
 
+import sympy
 import torch
 
 import tritonize
@@ -78,3 +79,28 @@ def test_cuda_wrappers_allocate_on_the_graphs_device_without_parsing_a_device_ar
     assert several.cuda_index is None
     assert several.allocation(layout("cuda:1")).endswith("device='cuda:1')")
     assert WrapperWriter(SimpleNamespace(constants={}, buffers={}), "cpu").kernel_call("k") == "k"
+
+
+def _comparison_group(lhs, rhs):
+    """out[x] = x < 5 as float: a comparison of two index expressions over (8,)."""
+    cpu = torch.device("cpu")
+    body = ex.to_dtype(ex.op("lt", ex.index_expr(lhs, torch.int64), ex.index_expr(rhs, torch.int64),
+                             dtype=torch.bool), torch.float32)
+    out = ComputedBuffer("buf0", Layout((8,), (1,), 0, torch.float32, cpu), body, ["lt"])
+    return KernelGroup([out]), {"buf0": out}
+
+
+def test_index_comparisons_run_in_the_index_type():
+    """x < 5 over int32 indices compares them as they are (no int64 casts); a comparison of two
+    constants stays a tensor the cast after it can take."""
+    from tritonize.runtime.launcher import load_kernel
+
+    x = dim_vars(1)[0]
+    for lhs, expected in ((x, [1.0] * 5 + [0.0] * 3), (sympy.Integer(3), [1.0] * 8)):
+        group, buffers = _comparison_group(lhs, sympy.Integer(5))
+        kernel = render_kernel(group, buffers, "k")
+        assert ".to(tl.int64)" not in kernel.source, kernel.source
+        assert "(3) < (5)" not in kernel.source  # two literals would compare in Python on the GPU
+        out = torch.empty(8)
+        load_kernel(kernel.source, "k", xnumel=8, device="cpu")(out)
+        assert out.tolist() == expected, kernel.source

@@ -226,8 +226,10 @@ class _BodyWriter:
             return self._load(e, mask)
         if e.op == "indirect":
             return render_indirect(self, e, mask)
-        if e.op in INDEX_COMPARISONS and all(a.op == "index_expr" for a in e.args):
+        if e.op in INDEX_COMPARISONS and all(a.op == "index_expr" for a in e.args) and \
+                any(self.varies(self.space.rewrite.get(a.args[0], a.args[0])) for a in e.args):
             # compared in the index math's own type: widening both sides first changes no result
+            # (two constants go the long way: each a tensor, so the result is one too)
             lhs, rhs = (self.index_text(a.args[0]) for a in e.args)
             return self.new_var(f"({lhs}) {INDEX_COMPARISONS[e.op]} ({rhs})")
         if e.op == "index_expr" and not self.varies(self.space.rewrite.get(e.args[0], e.args[0])):
