@@ -56,6 +56,8 @@ def test_a_large_padded_product_is_computed_a_block_of_rows_at_a_time(device, mo
     torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a, weight_t, beta=0.5, alpha=2.0),
                                torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
     assert copies == [] and copied[-3:] == [(16, 13), (16, 13), (5, 13)]
+    one = bias[:1]  # addmm broadcasts a bias of one element over the columns of both products
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, one, a, weight_t), torch.addmm(one, a, b))
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])

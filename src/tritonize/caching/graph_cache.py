@@ -12,7 +12,7 @@ The key covers everything that can change the generated code:
 * the aten graph as text, with every value's dtype, size, stride and device (comment lines,
   which hold source locations, are left out), and the contents of its tensor constants;
 * each input's size, stride, dtype and device (plain Python values by type and value);
-* the options that reach code generation (config.code_options: mode, fallback, fallback_random);
+* the options that reach code generation (config.code_options: mode, fallback, fallback_random, partitioner);
 * torch, triton, Python and tritonize versions (tritonize's: a hash of its source files), the
   default dtype, the float32 matmul precision and whether deterministic algorithms are on.
 Graphs with symbolic sizes are keyed by the same text (sizes and strides as expressions over the

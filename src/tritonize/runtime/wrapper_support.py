@@ -107,6 +107,8 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     split_columns = wide != cols and deep == depth and cols > unit and _rows_aligned(b, unit) and _column_major(b)
     if not split_columns and (deep != depth or wide != cols or not _rows_aligned(b, unit)):
         b = _copy_padded(b, deep, wide)
+    if bias and split_columns:  # a bias of one element broadcasts: each product takes its columns
+        bias = [bias[0].expand(cols)]
     if bias and wide != cols and not split_columns:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
