@@ -107,8 +107,6 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     split_columns = wide != cols and deep == depth and cols > unit and _rows_aligned(b, unit) and _column_major(b)
     if not split_columns and (deep != depth or wide != cols or not _rows_aligned(b, unit)):
         b = _copy_padded(b, deep, wide)
-    if bias and split_columns:  # a bias of one element broadcasts: each product takes its columns
-        bias = [bias[0].expand(cols)]
     if bias and wide != cols and not split_columns:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
@@ -145,10 +143,12 @@ def _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.T
 
 def _column_parts(bias, b, cols, wide) -> list:
     """(first column, end, bias, b) of each product: b padded to `wide` whole, or b as it is in
-    its columns up to a multiple of 16 bytes and the rest."""
+    its columns up to a multiple of 16 bytes and the rest (each with its columns of the bias,
+    which may be one element that broadcasts)."""
     if b.shape[1] == wide:
         return [(0, wide, bias, b)]
     aligned = cols - cols % max(1, 16 // b.element_size())
+    bias = [t.expand(cols) for t in bias]
     return [(0, aligned, [t[:aligned] for t in bias], b[:, :aligned]),
             (aligned, cols, [t[aligned:] for t in bias], b[:, aligned:])]
 
