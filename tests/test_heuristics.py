@@ -196,6 +196,21 @@ def test_codegen_hints(fn, hint):
     assert f"hint={hint!r}" in report.wrapper, report.wrapper
 
 
+@pytest.mark.parametrize("fn, hint", [
+    # llama's first RMSNorm: the loaded token ids are contiguous along the rows, the gathered
+    # embedding rows along the reduced dim (an "outer" hint gave 12 programs of 64 rows: 8x slower)
+    (lambda ids, w, s: torch.nn.functional.embedding(ids, w).pow(2).mean(-1), "inner"),
+    # a vector read by every row says nothing of the layout: the rows it scales say it
+    (lambda ids, w, s: (s[:, None] * w).sum(-1), "inner"),
+    (lambda ids, w, s: (s[:, None] * w).sum(0), "outer"),
+])
+def test_hints_follow_the_streamed_loads(fn, hint):
+    args = (torch.randint(0, 100, (4, 25)), torch.randn(100, 1024), torch.randn(100))
+    report = tritonize.explain(fn, *args)
+    assert f"hint={hint!r}" in report.wrapper, report.wrapper
+    torch.testing.assert_close(tritonize.compile(fn)(*args), fn(*args))
+
+
 def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
     from tritonize.runtime.heuristics import uses_heavy_math
 

@@ -197,22 +197,37 @@ def _is_outer_reduction(space: RowIteration, members) -> bool:
 
 
 def rows_are_contiguous(space: RowIteration, members) -> bool:
-    """True when the first load of `members` with a unit stride has it along the rows (x), not
-    along r: such kernels need several rows a program to coalesce (reductions, scans)."""
+    """True when the first streamed load of `members` with a unit stride has it along the rows
+    (x), not along r: such kernels need several rows a program to coalesce (reductions, scans).
+    Streamed loads vary along both x and r; a load that varies along one only (a row's scalar,
+    a gather's index, a vector every row reads) counts only when no load varies along both."""
     if not space.r_dims or not space.x_dims:
         return False
     innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
     symbols = [s for s, _ in space.x_dims + space.r_dims]
-    for m in members:
-        for load in ex.loads(m.body):
-            coeffs = affine_coefficients(space.rewrite.get(load.args[1], load.args[1]), symbols)
-            if coeffs is None:
-                continue
-            if coeffs.get(innermost_r, 0) == 1:
-                return False
-            if coeffs.get(innermost_x, 0) == 1:
-                return True
+    indices = [space.rewrite.get(load.args[1], load.args[1]) for m in members for load in ex.loads(m.body)]
+    along_r = [i for i in indices if _varies_along(i, space.r_dims)]
+    streamed = [i for i in along_r if _varies_along(i, space.x_dims)]
+    for index in streamed or along_r:
+        coeffs = affine_coefficients(_without_opaque_terms(index, symbols), symbols)
+        if coeffs is None:
+            continue
+        if coeffs.get(innermost_r, 0) == 1:
+            return False
+        if coeffs.get(innermost_x, 0) == 1:
+            return True
     return False
+
+
+def _varies_along(index, dims) -> bool:
+    return any(index.has(symbol) for symbol, _ in dims)
+
+
+def _without_opaque_terms(index, symbols):
+    """The index without its terms free of the iteration's symbols (a gather's `1024 * row`
+    where row is a loaded value): what is left says which way the load is contiguous."""
+    terms = sympy.Add.make_args(sympy.expand(index))
+    return sympy.Add(*[t for t in terms if any(t.has(s) for s in symbols)])
 
 
 def _needs_int64(space: RowIteration, members) -> bool:
