@@ -4,8 +4,8 @@
 #   inference  bench/models.py, six models, eager, Inductor and tritonize: measured peak next to
 #              tritonize's planned peak (the memory plan, codegen/memory_plan.py)
 #   training   the same in training (autocast bf16)
-#   partitioners  training, tritonize with AOTAutograd's default partitioner against min_cut
-#              (options partitioner="min_cut"): peak memory and step time, to decide the default
+#   partitioners  training, tritonize (the min-cut partitioner) against AOTAutograd's default
+#              partition (options partitioner="default"): peak memory and step time
 #   history    torch.cuda.memory._record_memory_history around one gpt2 inference step: the
 #              snapshot (a pickle for pytorch.org/memory_viz) in $OUT
 source "$(dirname "$0")/gpu_env.sh"
@@ -14,7 +14,7 @@ case "${1:-}" in
         timeout 580 python3 bench/models.py --mode "$1" --skip-warm --backends eager,inductor,tritonize \
             --markdown "$OUT/memory_$1.md" 2>&1 | quiet | tail -30 ;;
     partitioners)
-        timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-mincut \
+        timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-savefwd \
             --markdown "$OUT/memory_partitioners.md" 2>&1 | quiet | tail -30 ;;
     history)
         timeout 300 python3 - <<'PY' 2>&1 | quiet

@@ -12,7 +12,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback    | "error", "eager"          | "error"                | on a compiler failure: raise CompileError, or run that graph through aten with a warning |
 | debug_dir   | path or None              | $TRITONIZE_DEBUG_DIR   | write every stage's output per graph      |
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
-| partitioner | "default", "min_cut"      | "default"              | training: how AOTAutograd splits the joint graph. "default" saves what the forward computed; "min_cut" (AOTAutograd's min-cut partitioner) saves less and recomputes cheap ops in the backward. Random ops are never recomputed |
+| partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
@@ -42,7 +42,7 @@ class Options:
     cudagraph_sizes: int = 8
     cudagraph_capture: str = "cuda"
     cudagraph_buckets: tuple = ()
-    partitioner: str = "default"
+    partitioner: str = "min_cut"
 
     def __post_init__(self):
         if self.mode not in MODES:
