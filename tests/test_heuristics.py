@@ -208,7 +208,8 @@ def test_hints_follow_the_streamed_loads(fn, hint):
     args = (torch.randint(0, 100, (4, 25)), torch.randn(100, 1024), torch.randn(100))
     report = tritonize.explain(fn, *args)
     assert f"hint={hint!r}" in report.wrapper, report.wrapper
-    torch.testing.assert_close(tritonize.compile(fn)(*args), fn(*args))
+    # sums of 1024 float32 products in another order than eager's
+    torch.testing.assert_close(tritonize.compile(fn)(*args), fn(*args), rtol=2e-5, atol=1e-4)
 
 
 def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
