@@ -200,15 +200,17 @@ def rows_are_contiguous(space: RowIteration, members) -> bool:
     """True when the first streamed load of `members` with a unit stride has it along the rows
     (x), not along r: such kernels need several rows a program to coalesce (reductions, scans).
     Streamed loads vary along both x and r; a load that varies along one only (a row's scalar,
-    a gather's index, a vector every row reads) counts only when no load varies along both."""
+    a gather's index, a vector every row reads) counts only when no load varies along both, and
+    one constant along r only when no load varies along r."""
     if not space.r_dims or not space.x_dims:
         return False
     innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
     symbols = [s for s, _ in space.x_dims + space.r_dims]
-    indices = [space.rewrite.get(load.args[1], load.args[1]) for m in members for load in ex.loads(m.body)]
+    indices = [sympy.sympify(space.rewrite.get(load.args[1], load.args[1]))
+               for m in members for load in ex.loads(m.body)]
     along_r = [i for i in indices if _varies_along(i, space.r_dims)]
     streamed = [i for i in along_r if _varies_along(i, space.x_dims)]
-    for index in streamed or along_r:
+    for index in streamed or along_r or indices:
         coeffs = affine_coefficients(_without_opaque_terms(index, symbols), symbols)
         if coeffs is None:
             continue
