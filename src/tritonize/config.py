@@ -14,6 +14,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
 | partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
+| conv_layout | "as_traced", "channels_last" | "as_traced"       | 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
 (no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,
@@ -30,6 +31,7 @@ MODES = ("default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagrap
 FALLBACKS = ("error", "eager")
 CAPTURES = ("cuda", "fake")
 PARTITIONERS = ("default", "min_cut")
+CONV_LAYOUTS = ("as_traced", "channels_last")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Options:
     cudagraph_capture: str = "cuda"
     cudagraph_buckets: tuple = ()
     partitioner: str = "min_cut"
+    conv_layout: str = "as_traced"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -51,6 +54,8 @@ class Options:
             raise ValueError(f"tritonize: unknown fallback {self.fallback!r}; expected one of {FALLBACKS}")
         if self.partitioner not in PARTITIONERS:
             raise ValueError(f"tritonize: unknown partitioner {self.partitioner!r}; expected one of {PARTITIONERS}")
+        if self.conv_layout not in CONV_LAYOUTS:
+            raise ValueError(f"tritonize: unknown conv_layout {self.conv_layout!r}; expected one of {CONV_LAYOUTS}")
         if self.cudagraph_capture not in CAPTURES:
             raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
                              f"expected one of {CAPTURES}")
@@ -82,7 +87,7 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
 
 def code_options(options: Options) -> list:
     """The options that change the generated code: part of every cache key."""
-    return [options.mode, options.fallback, options.fallback_random, options.partitioner]
+    return [options.mode, options.fallback, options.fallback_random, options.partitioner, options.conv_layout]
 
 
 @contextlib.contextmanager

@@ -1,0 +1,82 @@
+"""conv_layout="channels_last" (lower/conv_layout.py): convolutions and the buffers around them in
+NHWC memory order; values, output strides and inputs as eager's, in inference and training."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import tritonize
+from helpers import assert_same
+from test_training import check_training
+
+CHANNELS_LAST = {"conv_layout": "channels_last"}
+
+
+def conv_bn_relu_block():
+    return nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
+
+
+class Residual(nn.Module):
+    """conv-bn-relu-conv-bn, plus the input, then relu (a ResNet basic block)."""
+
+    def __init__(self, channels=16):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels),
+                                  nn.ReLU(), nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(channels))
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + x)
+
+
+def compile_both(model, x):
+    """(eager's result, then for each layout: the compiled result and its report)."""
+    with torch.no_grad():
+        expected = model(x)
+        results = {}
+        for layout in ("as_traced", "channels_last"):
+            torch._dynamo.reset()
+            report = tritonize.explain(model, x, options={"conv_layout": layout})
+            torch._dynamo.reset()
+            results[layout] = tritonize.compile(model, options={"conv_layout": layout})(x), report
+    return expected, results
+
+
+@pytest.mark.parametrize("make_model, channels", [(conv_bn_relu_block, 8), (Residual, 16)])
+def test_channels_last_convolutions_match_eager(device, make_model, channels):
+    torch.manual_seed(0)
+    model = make_model().to(device).eval()
+    x = torch.randn(2, channels, 10, 10, device=device)
+    before = x.clone()
+    expected, results = compile_both(model, x)
+    for layout, (actual, report) in results.items():
+        assert_same(actual, expected)
+        assert actual.stride() == expected.stride(), layout  # outputs keep eager's strides
+        assert not report.fallbacks, report.fallbacks
+    assert torch.equal(x, before)
+    wrapper = results["channels_last"][1].wrapper
+    # every convolution's result is expected channels-last (its input was stored so)
+    nhwc = [line for line in wrapper.splitlines() if "ensure_layout(" in line and ", 1, 160, 16))" in line]
+    assert len(nhwc) == 2, wrapper
+
+
+def test_no_layout_copy_between_convolutions(device):
+    """The kernel between two convolutions writes NHWC: one kernel more than as traced (the
+    graph input's conversion at the edge), no layout copy inside the graph."""
+    torch.manual_seed(0)
+    model = conv_bn_relu_block().to(device).eval()
+    _, results = compile_both(model, torch.randn(2, 8, 10, 10, device=device))
+    kernels = {layout: len(report.kernels) for layout, (_, report) in results.items()}
+    assert kernels["channels_last"] == kernels["as_traced"] + 1, kernels
+
+
+def test_channels_last_training_matches_eager(device):
+    with tritonize.config.patch(**CHANNELS_LAST):
+        check_training(Residual, [torch.randn(2, 16, 8, 8, device=device, requires_grad=True)])
+
+
+def test_an_unknown_conv_layout_is_an_error():
+    with pytest.raises(ValueError, match="conv_layout"):
+        tritonize.compile(nn.ReLU(), options={"conv_layout": "nhwc"})(torch.randn(2))
