@@ -330,3 +330,14 @@ def test_nll_loss_in_bfloat16_is_as_accurate_as_eager():
     compiled = torch.compile(fn, backend="tritonize")(x, target, weight)
     assert compiled.dtype == torch.bfloat16
     assert (compiled.double() - reference).abs() <= (fn(x, target, weight).double() - reference).abs()
+
+
+def test_comparisons_read_low_precision_operands_rounded(device):
+    """A bf16 sum fused into a comparison is compared as eager rounds it (not its float32 value):
+    eager's `(a + b) == (a + b)` against a stored sum is all True."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(4096, generator=g).to(device=device, dtype=torch.bfloat16) for _ in range(2))
+    stored = a + b
+    report = check(lambda a, b, s: ((a + b) == s, (a + b) > s), a, b, stored)
+    assert not report.fallbacks
+    assert bool((torch.compile(lambda a, b, s: (a + b) == s, backend="tritonize")(a, b, stored)).all())

@@ -212,6 +212,15 @@ def test_hints_follow_the_streamed_loads(fn, hint):
     torch.testing.assert_close(tritonize.compile(fn)(*args), fn(*args), rtol=2e-5, atol=1e-4)
 
 
+def test_a_streamed_index_that_is_not_affine_leaves_the_hint_to_the_next_load():
+    """A repeat's index (ModularIndexing along x) decides nothing; the vector added along x does."""
+    fn = lambda x, v: (x.repeat(1, 2) + v).sum(0)  # noqa: E731
+    args = (torch.randn(512, 128), torch.randn(256))
+    report = tritonize.explain(fn, *args)
+    assert "hint='outer'" in report.wrapper, report.wrapper
+    torch.testing.assert_close(tritonize.compile(fn)(*args), fn(*args), rtol=2e-5, atol=1e-4)
+
+
 def test_trigonometric_kernels_hold_four_elements_a_thread_on_the_gpu():
     from tritonize.runtime.heuristics import uses_heavy_math
 

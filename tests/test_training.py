@@ -302,6 +302,36 @@ def test_min_cut_partitioner_never_recomputes_dropout(device):
     assert_same(leaf.grad, scaled.grad * kept / (1 - p))
 
 
+class MaxOfSum(nn.Module):
+    """amax's gradient goes to the positions equal to the maximum: the min-cut partitioner
+    recomputes the bf16 sum in the backward and compares it with the saved maximum (fuzz seed
+    99967: compared unrounded, no position matched and the gradient was 0/0)."""
+
+    def forward(self, x, y):
+        return (y + x).amax(0) - x
+
+
+def test_a_recomputed_bf16_sum_matches_its_saved_maximum(device):
+    g = torch.Generator().manual_seed(99967)
+    x = torch.randn(4, 7, generator=g).to(device=device, dtype=torch.bfloat16).requires_grad_()
+    y = torch.randn(4, 1, generator=g).to(device=device, dtype=torch.bfloat16).requires_grad_()
+    check_training(MaxOfSum, [x, y], **BF16_TOL)
+
+
+@pytest.mark.parametrize("draw", [torch.randn_like, torch.rand_like,
+                                  lambda mu: torch.empty_like(mu).uniform_(),
+                                  lambda mu: torch.empty_like(mu).exponential_()])
+def test_two_equal_random_draws_stay_two_in_training(device, draw):
+    """The min-cut partitioner's common-subexpression pass would merge two equal draws of an op
+    missing from its random list into one: the difference of two draws must not be 0, as in eager."""
+    mu = torch.zeros(256, device=device, requires_grad=True)
+    compiled = torch.compile(lambda mu: mu + draw(mu) - draw(mu), backend="tritonize")
+    difference = compiled(mu)
+    difference.sum().backward()
+    assert difference.detach().abs().max() > 0.1  # eager: two independent draws
+    assert_same(mu.grad, torch.ones_like(mu))
+
+
 def test_an_unknown_partitioner_is_an_error():
     with pytest.raises(ValueError, match="partitioner"):
         make_options({"partitioner": "greedy"})

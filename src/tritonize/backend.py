@@ -10,11 +10,11 @@ whose AOTAutograd calling convention is trivial gets the same runner on a miss
 caching/precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
 from __future__ import annotations
 
-import functools
 import itertools
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch import config as functorch_config
 from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
 from .caching import dynamo_cache, graph_cache, precompiled
@@ -101,8 +101,17 @@ def partition_function(options: Options):
     The min-cut partitioner chooses what to save by the ops a fusing compiler recomputes cheaply
     (its "inductor" op set: pointwise and views; never random ops nor matmuls), which are ours."""
     if options.partitioner == "min_cut":
-        return functools.partial(min_cut_rematerialization_partition, compiler="inductor")
+        return _min_cut_without_cse
     return default_partition
+
+
+def _min_cut_without_cse(joint_module, joint_inputs, **kwargs):
+    """The min-cut partition with its common-subexpression pass off: that pass merges two equal
+    random draws whose op is not on its list (randn_like, uniform, exponential, ...) into one,
+    so `randn_like(x) - randn_like(x)` gave 0 in training (a review of the eighteenth session).
+    Our kernels merge equal expressions themselves."""
+    with functorch_config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
 
 
 def start_gpu_runtime(example_inputs, compiling: bool) -> None:

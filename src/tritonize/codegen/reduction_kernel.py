@@ -199,9 +199,10 @@ def _is_outer_reduction(space: RowIteration, members) -> bool:
 def rows_are_contiguous(space: RowIteration, members) -> bool:
     """True when the first streamed load of `members` with a unit stride has it along the rows
     (x), not along r: such kernels need several rows a program to coalesce (reductions, scans).
-    Streamed loads vary along both x and r; a load that varies along one only (a row's scalar,
-    a gather's index, a vector every row reads) counts only when no load varies along both, and
-    one constant along r only when no load varies along r."""
+    Streamed loads (varying along both x and r) are read first, then those varying along r, then
+    the rest: a row's scalar, a gather's index or a vector every row reads decides only when no
+    streamed load does (a streamed index that is not affine, ModularIndexing of a repeat or a
+    gather's computed index, decides nothing)."""
     if not space.r_dims or not space.x_dims:
         return False
     innermost_r, innermost_x = space.r_dims[0][0], space.x_dims[0][0]
@@ -210,7 +211,7 @@ def rows_are_contiguous(space: RowIteration, members) -> bool:
                for m in members for load in ex.loads(m.body)]
     along_r = [i for i in indices if _varies_along(i, space.r_dims)]
     streamed = [i for i in along_r if _varies_along(i, space.x_dims)]
-    for index in streamed or along_r or indices:
+    for index in list(dict.fromkeys(streamed + along_r + indices)):  # the first that decides
         coeffs = affine_coefficients(_without_opaque_terms(index, symbols), symbols)
         if coeffs is None:
             continue

@@ -156,6 +156,16 @@ def to_dtype(x: Expr, dtype: torch.dtype) -> Expr:
     return Expr("to_dtype", (x,), dtype)
 
 
+def rounded_to(x: Expr, dtype: torch.dtype) -> Expr:
+    """x converted to dtype as eager reads it: a low-precision value widened to float32 is rounded
+    to its own dtype first, even where a fused chain kept it unrounded (to_dtype's elision).
+    For comparisons, whose result one ulp changes: a backward that recomputes `a + b` in bf16
+    and compares it with the forward's saved maximum (amax's gradient) must see eager's sum."""
+    if x.op != "constant" and x.dtype in LOW_PRECISION_FLOATS and dtype == torch.float32:
+        return Expr("to_dtype", (x,), dtype)
+    return to_dtype(x, dtype)
+
+
 def op(name: str, *args, dtype: torch.dtype) -> Expr:
     return Expr(name, tuple(args), dtype)
 

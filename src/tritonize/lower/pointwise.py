@@ -28,9 +28,11 @@ def broadcast_index(value: TensorValue, out_size) -> list:
     return [sympy.Integer(0) if s == 1 else dims[lead + k] for k, s in enumerate(value.size)]
 
 
-def operand(arg, out_size, dtype: torch.dtype) -> ex.Expr:
+def operand(arg, out_size, dtype: torch.dtype, rounded: bool = False) -> ex.Expr:
+    """rounded: a low-precision float operand is widened from its rounded value (ex.rounded_to)."""
     if isinstance(arg, TensorValue):
-        return ex.to_dtype(arg.at(broadcast_index(arg, out_size)), dtype)
+        widen = ex.rounded_to if rounded else ex.to_dtype
+        return widen(arg.at(broadcast_index(arg, out_size)), dtype)
     if isinstance(arg, (bool, int, float)):
         return ex.constant(arg, dtype)
     if isinstance(arg, sympy.Expr):  # a symbolic size used as a number (ir/sizes.py)
@@ -57,15 +59,17 @@ def output_of(node):
     return symbolic_size(val.shape), val.dtype, val.device
 
 
-def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None, scalars_rounded_on_cuda=False) -> TensorValue:
+def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None, scalars_rounded_on_cuda=False,
+              rounded_operands=False) -> TensorValue:
     """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype. Python scalars
     among args become constants of the value eager's kernel reads for an op whose inputs it
-    converts to scalar_dtype (default: the output's dtype; see `scalar_as_eager_reads`)."""
+    converts to scalar_dtype (default: the output's dtype; see `scalar_as_eager_reads`).
+    rounded_operands: low-precision operands are read rounded (comparisons; `operand`)."""
     size, out_dtype, device = output_of(node)
     compute_dtype = compute_dtype or arithmetic_dtype(out_dtype)
     scalar_dtype = scalar_dtype or out_dtype
-    operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device, scalars_rounded_on_cuda), size, compute_dtype)
-                for a in args]
+    operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device, scalars_rounded_on_cuda), size, compute_dtype,
+                        rounded_operands) for a in args]
     body = ex.to_dtype(build(*operands), out_dtype)
     return TensorValue(size, out_dtype, device, body)
 
@@ -217,7 +221,7 @@ def _comparison(name):
     def lower(ctx, node, a, b):
         promoted = result_type_of(node.args[:2])
         return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), upcast(promoted),
-                         scalar_dtype=promoted, scalars_rounded_on_cuda=True)
+                         scalar_dtype=promoted, scalars_rounded_on_cuda=True, rounded_operands=True)
     return lower
 
 
