@@ -575,3 +575,24 @@ def test_a_view_of_an_input_written_later_in_the_graph_follows_the_input(first_r
         x.add_(1)  # still a view of x, as eager's
         x_eager.add_(1)
         assert_same(out, expected)
+
+
+def test_an_expand_of_a_symbolic_size_one_dim_broadcasts():
+    """Fuzz seed 99669: x[3::2] of 4 or 5 rows has (s - 2) // 2 rows, one; the backward expands the
+    saved mask `x[3::2] > -1` to s rows. It is broadcast (index 0): read row by row, the rows past
+    its end held whatever the memory had, so the gradient was wrong in some runs and not others
+    (hence the repeats)."""
+    def fn(x):
+        return torch.where(x[3::2] > -1, (x + 1) * 3, -1.0)
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for seed in range(8):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(4 + seed % 2, 1, generator=g).to(DEVICE).abs().requires_grad_()  # x[3::2]: 1 row
+        x_eager = x.detach().clone().requires_grad_()
+        upstream = torch.randn(x.shape, generator=g).to(DEVICE)
+        out, expected = compiled(x), fn(x_eager)
+        (out * upstream).sum().backward()
+        (expected * upstream).sum().backward()
+        assert_same(out, expected)
+        assert_same(x.grad, x_eager.grad)
