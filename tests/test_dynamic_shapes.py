@@ -596,3 +596,23 @@ def test_an_expand_of_a_symbolic_size_one_dim_broadcasts():
         (expected * upstream).sum().backward()
         assert_same(out, expected)
         assert_same(x.grad, x_eager.grad)
+
+
+def test_a_flat_view_of_a_step_sliced_input_mutated_in_place():
+    """Fuzz seed 91084: `x[..., ::2].reshape(-1)` is a view of x (strides (8, 2) flatten to 2);
+    clamped in place, it is returned. AOTAutograd rebuilds the returned view on x's storage with
+    the strides of ours: the flat base is laid out with the input's step, and its view keeps it."""
+    def fn(x):
+        v = x.reshape(-1)
+        v.clamp_(min=-0.5)
+        return v
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for rows in (3, 4):
+        g = torch.Generator().manual_seed(rows)
+        base = torch.randn(rows, 8, generator=g).to(DEVICE)
+        x, x_eager = base.clone()[..., ::2], base.clone()[..., ::2]
+        out, expected = compiled(x), fn(x_eager)
+        assert_same(out, expected)
+        assert out.stride() == expected.stride()
+        assert_same(x, x_eager)

@@ -73,7 +73,8 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
                 env[node] = _call_through_aten(ctx, node, _arguments(node, env), "its result's size depends on the data")
                 unbacked.bind_unbacked(ctx, node, env[node])
             if node in shared_bases:
-                env[node] = _realize_shared_base(ctx, node, env[node], input_updates.get(node))
+                env[node] = _realize_shared_base(ctx, node, env[node], input_updates.get(node),
+                                                 _updated_input_through_a_view(node, input_updates))
         elif node.op == "output":
             outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
@@ -291,14 +292,18 @@ def _output_bases(gm: torch.fx.GraphModule) -> set:
     return {base for base, n in counts.items() if n > 1 and base.op == "call_function"}
 
 
-def _realize_shared_base(ctx, node, value, updated_input=None):
+def _realize_shared_base(ctx, node, value, updated_input=None, viewed_input=None):
     """The base of several outputs in one buffer laid out as eager's (their views then read it):
     kept as it is when it already is such a view of a computed buffer. updated_input: the graph
-    input this node is the new value of (see `_input_updates`)."""
+    input this node is the new value of (see `_input_updates`); viewed_input: the one a view of
+    this node is the new value of (`_updated_input_through_a_view`)."""
     meta = node.meta.get("val")
     if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor):
         return value
     input_strides = _updated_input_strides(ctx, updated_input, meta)
+    if input_strides is None and viewed_input is not None:
+        input_strides = _strides_through_a_reshape(ctx, viewed_input, meta)
+        updated_input = viewed_input if input_strides is not None else None
     view = strided_view_of(value)
     if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
             and _same_strides(value.size, view[2], input_strides or symbolic_size(meta.stride()))):
@@ -326,6 +331,34 @@ def _updated_input_strides(ctx, updated_input, meta) -> tuple | None:
     if ctx.storage_offsets.get(updated_input.name) is None:  # not readable as one symbol
         return None
     return layout.stride
+
+
+def _updated_input_through_a_view(base, input_updates: dict):
+    """The graph input (its placeholder's InputBuffer name is looked up later) whose new value
+    is a view of `base`, not `base` itself: `v = x.reshape(-1); v.clamp_(...)` returns the clamped
+    flat values as the base and their reshape back as x's new value."""
+    for out, placeholder in input_updates.items():
+        if out is not base and _view_base(out) is base:
+            return placeholder
+    return None
+
+
+def _strides_through_a_reshape(ctx, updated_input, meta) -> tuple | None:
+    """Strides for a base whose reshape is a mutated input's new value, such that the reshape is
+    laid out as the input (see `_updated_input_strides`): possible when the input is dense up to
+    one element step k (strides k times contiguous ones, a step-sliced last dim), where any
+    reshape of the same elements keeps that step. Fuzz seed 91084: `x[..., ::2].reshape(-1)`
+    clamped in place; the flat output was returned with stride 1, and AOTAutograd rebuilt it on
+    the input's storage with that stride."""
+    layout = ctx.buffers[updated_input.name].layout
+    if not any_symbolic(layout.size + layout.stride) or ctx.storage_offsets.get(updated_input.name) is None:
+        return None
+    dense = contiguous_strides(layout.size)
+    steps = {sympy.simplify(sympy.sympify(st) / d) for st, d, n in zip(layout.stride, dense, layout.size) if n != 1}
+    if len(steps) != 1:
+        return None
+    step = steps.pop()
+    return tuple(step * d for d in contiguous_strides(symbolic_size(meta.shape)))
 
 
 def _input_updates(gm: torch.fx.GraphModule) -> dict:
