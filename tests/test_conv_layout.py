@@ -80,3 +80,16 @@ def test_channels_last_training_matches_eager(device):
 def test_an_unknown_conv_layout_is_an_error():
     with pytest.raises(ValueError, match="conv_layout"):
         tritonize.compile(nn.ReLU(), options={"conv_layout": "nhwc"})(torch.randn(2))
+
+
+def test_channels_last_with_symbolic_sizes(device):
+    """NHWC strides over symbolic batch and spatial sizes: one compile serves both calls."""
+    torch.manual_seed(0)
+    model = conv_bn_relu_block().to(device).eval()
+    compiled = torch.compile(model, backend="tritonize", dynamic=True, options=CHANNELS_LAST)
+    with torch.no_grad():
+        for batch, side in ((2, 10), (3, 12)):
+            x = torch.randn(batch, 8, side, side, device=device)
+            actual, expected = compiled(x), model(x)
+            assert_same(actual, expected)
+            assert actual.stride() == expected.stride()
