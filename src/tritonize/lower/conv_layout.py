@@ -28,9 +28,7 @@ def channels_last_strides(size) -> tuple:
 
 def plans_channels_last(options, target, args) -> bool:
     """A 2-D convolution (4-D input) under conv_layout="channels_last"."""
-    if getattr(options, "conv_layout", "as_traced") != "channels_last" or target not in CONVOLUTIONS:
-        return False
-    return len(getattr(args[0], "size", ())) == 4
+    return options.conv_layout == "channels_last" and target in CONVOLUTIONS and len(args[0].size) == 4
 
 
 def channels_last_meta(meta):
