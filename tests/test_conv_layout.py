@@ -45,7 +45,7 @@ def compile_both(model, x):
 
 
 @pytest.mark.parametrize("make_model, channels", [(conv_bn_relu_block, 8), (Residual, 16)])
-def test_channels_last_convolutions_match_eager(device, make_model, channels):
+def test_channels_last_convolutions_match_eager(device, exact_convolutions, make_model, channels):
     torch.manual_seed(0)
     model = make_model().to(device).eval()
     x = torch.randn(2, channels, 10, 10, device=device)
@@ -72,7 +72,7 @@ def test_no_layout_copy_between_convolutions(device):
     assert kernels["channels_last"] == kernels["as_traced"] + 1, kernels
 
 
-def test_channels_last_training_matches_eager(device):
+def test_channels_last_training_matches_eager(device, exact_convolutions):
     with tritonize.config.patch(**CHANNELS_LAST):
         check_training(Residual, [torch.randn(2, 16, 8, 8, device=device, requires_grad=True)])
 
@@ -82,7 +82,7 @@ def test_an_unknown_conv_layout_is_an_error():
         tritonize.compile(nn.ReLU(), options={"conv_layout": "nhwc"})(torch.randn(2))
 
 
-def test_channels_last_with_symbolic_sizes(device):
+def test_channels_last_with_symbolic_sizes(device, exact_convolutions):
     """NHWC strides over symbolic batch and spatial sizes: one compile serves both calls."""
     torch.manual_seed(0)
     model = conv_bn_relu_block().to(device).eval()
