@@ -72,6 +72,35 @@ def test_no_layout_copy_between_convolutions(device):
     assert kernels["channels_last"] == kernels["as_traced"] + 1, kernels
 
 
+class StemAndBlock(nn.Module):
+    """A ResNet stem (conv-bn-relu, max pool) and a residual block: the pooled map is read by a
+    convolution and by the residual sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.block = Residual(16)
+
+    def forward(self, x):
+        return self.block(self.stem(x))
+
+
+@pytest.mark.parametrize("make_model", [Residual, StemAndBlock])
+def test_a_value_read_twice_is_stored_once_in_channels_last(device, exact_convolutions, make_model):
+    """A block's input is read by a convolution and by the residual sum: it is stored once,
+    channels-last, not once per layout (a transposing kernel with two stores)."""
+    torch.manual_seed(0)
+    model = make_model().to(device).eval()
+    x = torch.randn(2, 16 if make_model is Residual else 3, 16, 16, device=device)
+    expected, results = compile_both(model, x)
+    actual, report = results["channels_last"]
+    assert_same(actual, expected)
+    assert actual.stride() == expected.stride()
+    kernels = report.wrapper.split("@triton.jit")[1:]
+    assert kernels and all(k.count("tl.store(") == 1 for k in kernels), report.wrapper
+
+
 def test_channels_last_training_matches_eager(device, exact_convolutions):
     with tritonize.config.patch(**CHANNELS_LAST):
         check_training(Residual, [torch.randn(2, 16, 8, 8, device=device, requires_grad=True)])

@@ -27,6 +27,7 @@ from ..ir.nodes import (
 from ..codegen.ops_table import TRITON_DTYPES
 from ..errors import Unsupported
 from ..ir.sizes import as_size
+from .conv_layout import channels_last_strides, inherits_channels_last
 from .dtypes import symbolic_size
 
 # A lazy value read by several consumers is stored once when recomputing it would read more.
@@ -83,13 +84,19 @@ class LoweringContext:
             return self._empty_buffer(value)
         if value.dtype not in TRITON_DTYPES:  # (a complex aten result copied to another layout)
             raise Unsupported(f"a {value.dtype} buffer would need a generated kernel")
-        stride = tuple(stride) if stride is not None else contiguous_strides(value.size)
+        stride = tuple(stride) if stride is not None else self._default_strides(value)
         layout = Layout(tuple(value.size), stride, 0, value.dtype, value.device)
         origins = list(dict.fromkeys(value.origins + (self.origin(),)))
         buffer = ComputedBuffer(self.new_name(), layout, value.body, origins)
         self.buffers[buffer.name] = buffer
         self.operations.append(buffer)
         return buffer
+
+    def _default_strides(self, value: TensorValue) -> tuple:
+        """Contiguous, or channels-last for a value computed from channels-last buffers (lower/conv_layout.py)."""
+        if inherits_channels_last(self.options, value, self.buffers):
+            return channels_last_strides(tuple(value.size))
+        return contiguous_strides(value.size)
 
     def add_computed(self, buffer: ComputedBuffer) -> None:
         """Register a buffer a generated kernel fills (e.g. a ReductionBuffer built by a lowering)."""
