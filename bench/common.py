@@ -25,7 +25,7 @@ import torch
 BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
 KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
-                              "tritonize-savefwd", "tritonize-nhwc")
+                              "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -50,16 +50,17 @@ def import_tritonize():
 def build_backend(name, fn):
     """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)
     ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead"; "-savefwd": options partitioner="default", AOTAutograd's default partition that saves what the
-    forward computed, where tritonize's default is the min-cut partitioner; "-nhwc": options
-    conv_layout="channels_last")."""
+    forward computed, where tritonize's default is the min-cut partitioner; "-nhwc" / "-traced":
+    options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph)."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:
         raise ValueError(f"unknown back end {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
     if name == "tritonize-max":
         return import_tritonize().compile(private_copy(fn), mode="max-autotune")
-    if name == "tritonize-nhwc":  # convolutions channels-last (option conv_layout, issue 20)
-        return import_tritonize().compile(private_copy(fn), options={"conv_layout": "channels_last"})
+    if name in ("tritonize-nhwc", "tritonize-traced"):  # convolutions' layout forced (option conv_layout, issue 20)
+        layout = "channels_last" if name == "tritonize-nhwc" else "as_traced"
+        return import_tritonize().compile(private_copy(fn), options={"conv_layout": layout})
     if name == "tritonize-savefwd":  # training: AOTAutograd's default partition (saves more, recomputes nothing)
         return import_tritonize().compile(private_copy(fn), options={"partitioner": "default"})
     base, _, variant = name.partition("-")

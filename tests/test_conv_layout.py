@@ -122,3 +122,55 @@ def test_channels_last_with_symbolic_sizes(device, exact_convolutions):
             actual, expected = compiled(x), model(x)
             assert_same(actual, expected)
             assert actual.stride() == expected.stride()
+
+
+def traced_convolution(device, dtype):
+    """An aten graph with one 2-D convolution over fake tensors of `device` (no GPU needed)."""
+    from torch._subclasses import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def conv_relu(x, w):
+        return torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1).relu()
+
+    with FakeTensorMode():
+        x = torch.empty(2, 8, 10, 10, device=device, dtype=dtype)
+        w = torch.empty(8, 8, 3, 3, device=device, dtype=dtype)
+        return make_fx(conv_relu)(x, w), [x, w]
+
+
+@pytest.mark.parametrize("device_type, dtype, role, expected", [
+    ("cuda", torch.bfloat16, "inference", "channels_last"),
+    ("cuda", torch.float16, "inference", "channels_last"),
+    ("cuda", torch.float32, "inference", "as_traced"),
+    ("cuda", torch.bfloat16, "forward", "as_traced"),
+    ("cuda", torch.bfloat16, "backward", "as_traced"),
+    ("cpu", torch.bfloat16, "inference", "as_traced"),
+])
+def test_auto_layout_decides_per_graph(device_type, dtype, role, expected):
+    """conv_layout="auto" (the default): channels-last for CUDA inference graphs with fp16/bf16
+    convolutions; the decision and its reason are a note of the report."""
+    from tritonize.config import make_options
+    from tritonize.lower import conv_layout
+
+    assert make_options().conv_layout == "auto"
+    gm, inputs = traced_convolution(device_type, dtype)
+    options, note = conv_layout.decide(make_options(), gm, inputs, role)
+    assert options.conv_layout == expected
+    assert note.startswith(f"convolution layout: {expected} (")
+    forced, no_note = conv_layout.decide(make_options(conv_layout="as_traced"), gm, inputs, role)
+    assert forced.conv_layout == "as_traced" and no_note is None
+
+
+def test_auto_layout_is_said_in_the_report(device):
+    """bf16 inference: channels-last on CUDA, as traced on the CPU; values and strides as eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 8, 3), nn.ReLU()).to(device, torch.bfloat16).eval()
+    x = torch.randn(2, 8, 8, 8, device=device, dtype=torch.bfloat16)
+    with torch.no_grad():
+        report = tritonize.explain(model, x)
+        torch._dynamo.reset()
+        actual, expected = tritonize.compile(model)(x), model(x)
+    layout = "channels_last" if device == "cuda" else "as_traced"
+    assert f"convolution layout: {layout} (" in str(report), str(report)
+    assert_same(actual, expected)
+    assert actual.stride() == expected.stride()

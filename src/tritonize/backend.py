@@ -22,6 +22,7 @@ from .config import Options, make_options
 from .cudagraphs.plan import attach_cuda_graphs
 from .caching.graph_cache import compile_graph_cached
 from .graph_passes import contiguous_attention_masks
+from .lower import conv_layout
 from .lower.decompositions import decomposition_table
 
 _GRAPH_IDS = itertools.count()
@@ -39,7 +40,10 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None):
         def compile_aten(gm, example_inputs):
             graph_id = next(_GRAPH_IDS)
-            compiled = compile_graph_cached(gm, example_inputs, options, graph_id)
+            graph_options, layout_note = conv_layout.decide(options, gm, example_inputs, role)
+            compiled = compile_graph_cached(gm, example_inputs, graph_options, graph_id)
+            if layout_note and layout_note not in compiled.artifacts.notes:
+                compiled.artifacts.notes.append(layout_note)
             attach_cuda_graphs(compiled, gm, example_inputs, role, options, f"graph {graph_id} ({role})")
             record(compiled, role)
             report_output_strides(compiled)

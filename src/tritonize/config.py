@@ -14,7 +14,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | cache_dir   | path or None              | $TRITONIZE_CACHE_DIR   | where generated modules are written       |
 | partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
-| conv_layout | "as_traced", "channels_last" | "as_traced"       | 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides |
+| conv_layout | "auto", "as_traced", "channels_last" | "auto"   | "channels_last": 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides. "auto": channels-last for inference graphs with fp16/bf16 convolutions on CUDA, as traced otherwise (the decision is a note in explain()) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
 (no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,
@@ -31,7 +31,7 @@ MODES = ("default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagrap
 FALLBACKS = ("error", "eager")
 CAPTURES = ("cuda", "fake")
 PARTITIONERS = ("default", "min_cut")
-CONV_LAYOUTS = ("as_traced", "channels_last")
+CONV_LAYOUTS = ("auto", "as_traced", "channels_last")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Options:
     cudagraph_capture: str = "cuda"
     cudagraph_buckets: tuple = ()
     partitioner: str = "min_cut"
-    conv_layout: str = "as_traced"
+    conv_layout: str = "auto"
 
     def __post_init__(self):
         if self.mode not in MODES:

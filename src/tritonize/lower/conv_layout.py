@@ -15,8 +15,15 @@ input and output around every call. With conv_layout="channels_last":
   the H100. A 4-D value that reads no such buffer (attention's scores in a ViT) keeps the
   contiguous layout its matmuls want;
 * graph outputs keep eager's strides (lower/graph.py copies at the edge where they differ).
-"as_traced" (the default until the GPU calibration of the decision) keeps the traced layouts."""
+"as_traced" keeps the traced layouts. "auto" (the default) decides per aten graph (`decide`):
+channels-last for an inference graph with 2-D convolutions on CUDA in fp16/bf16, where the H100
+measured it (bench/layout_gpu.sh; docs/benchmarks.md, nineteenth session): ResNet-50 4.9 -> 3.3 ms,
+MobileNetV3 5.5 -> 3.0 ms, ViT unchanged. Training graphs stay as traced: their forward returns the
+saved activations in eager's (NCHW) layout and the backward is not planned, and channels-last
+measured slower there (ResNet-50 20.0 -> 24.8 ms). fp32 is not measured."""
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -24,6 +31,31 @@ from ..ir import expr as ex
 
 aten = torch.ops.aten
 CONVOLUTIONS = (aten.convolution.default, aten._convolution.default)
+
+
+def decide(options, gm, example_inputs, role: str):
+    """(options with conv_layout "auto" settled for this aten graph, the report's note or None)."""
+    if options.conv_layout != "auto":
+        return options, None
+    convolutions = [n for n in gm.graph.nodes if n.op == "call_function"
+                    and n.target in CONVOLUTIONS + (aten.convolution_backward.default,)
+                    and isinstance(n.args[0].meta.get("val"), torch.Tensor) and n.args[0].meta["val"].dim() == 4]
+    if not convolutions:
+        return dataclasses.replace(options, conv_layout="as_traced"), None
+    reason = _why_not_channels_last([n.args[0].meta["val"] for n in convolutions], role)
+    layout = "as_traced" if reason else "channels_last"
+    note = f"convolution layout: {layout} ({reason or 'inference, 2-D convolutions on CUDA in fp16/bf16'})"
+    return dataclasses.replace(options, conv_layout=layout), note
+
+
+def _why_not_channels_last(conv_inputs, role: str) -> str | None:
+    if role != "inference":
+        return f"a {role} graph: training keeps the traced layout"
+    if any(x.device.type != "cuda" for x in conv_inputs):
+        return "not on CUDA"
+    if any(x.dtype not in (torch.float16, torch.bfloat16) for x in conv_inputs):
+        return "a convolution outside fp16/bf16"
+    return None
 
 
 def channels_last_strides(size) -> tuple:
