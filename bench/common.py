@@ -30,6 +30,14 @@ KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dyn
 
 # ----------------------------------------------------------------------------- back ends
 
+# tritonize with options: the convolutions' layout forced (issue 20; the default "auto" decides per
+# graph), and training with AOTAutograd's default partition (saves more, recomputes nothing)
+TRITONIZE_VARIANTS = {
+    "tritonize-nhwc": {"conv_layout": "channels_last"},
+    "tritonize-traced": {"conv_layout": "as_traced"},
+    "tritonize-savefwd": {"partitioner": "default"},
+}
+
 
 def dynamo_graph_count():
     """FX graphs Dynamo has compiled in this process since the last reset (graph breaks add one)."""
@@ -58,11 +66,8 @@ def build_backend(name, fn):
         raise ValueError(f"unknown back end {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
     if name == "tritonize-max":
         return import_tritonize().compile(private_copy(fn), mode="max-autotune")
-    if name in ("tritonize-nhwc", "tritonize-traced"):  # convolutions' layout forced (option conv_layout, issue 20)
-        layout = "channels_last" if name == "tritonize-nhwc" else "as_traced"
-        return import_tritonize().compile(private_copy(fn), options={"conv_layout": layout})
-    if name == "tritonize-savefwd":  # training: AOTAutograd's default partition (saves more, recomputes nothing)
-        return import_tritonize().compile(private_copy(fn), options={"partitioner": "default"})
+    if name in TRITONIZE_VARIANTS:
+        return import_tritonize().compile(private_copy(fn), options=TRITONIZE_VARIANTS[name])
     base, _, variant = name.partition("-")
     if base == "tritonize":
         import_tritonize()

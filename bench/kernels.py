@@ -101,6 +101,20 @@ def attention_bool_inputs(device, dtype, small):
     return scores, keep
 
 
+def conv_block_inputs(depthwise):
+    """A feature map [N, C, H, W] (NCHW, as eager makes it), a 3x3 weight (one per channel when
+    depthwise), batch norm's running mean, variance (positive), weight and bias; plus a residual
+    of the map's shape for the full convolution."""
+    def make(device, dtype, small):
+        n, c, h, w = (2, 8, 8, 8) if small else ((32, 96, 56, 56) if depthwise else (64, 64, 56, 56))
+        x = randn((n, c, h, w), device, dtype)
+        weight = randn((c, 1 if depthwise else c, 3, 3), device, dtype) * (0.3 if depthwise else 0.05)
+        norm = (randn((c,), device, dtype), randn((c,), device, dtype).abs() + 0.5,
+                randn((c,), device, dtype), randn((c,), device, dtype))
+        return (x, weight) + norm + (() if depthwise else (randn((n, c, h, w), device, dtype),))
+    return make
+
+
 # ----------------------------------------------------------------------------- case bodies
 
 
@@ -165,6 +179,16 @@ def attn_softmax_bool(scores, keep):
     return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
 
 
+def conv_bn_relu_residual(x, weight, mean, var, gamma, beta, residual):
+    y = F.batch_norm(F.conv2d(x, weight, padding=1), mean, var, gamma, beta, training=False)
+    return torch.relu(y + residual)
+
+
+def dwconv_bn_silu(x, weight, mean, var, gamma, beta):
+    y = F.conv2d(x, weight, padding=1, groups=x.shape[1])
+    return F.silu(F.batch_norm(y, mean, var, gamma, beta, training=False))
+
+
 CASES = [
     Case("gelu_bias", gelu_bias, matrices(1, with_row_vector=True), "gelu(x + bias[N])"),
     Case("relu_abc", relu_abc, matrices(3), "relu(a * b + c)"),
@@ -184,6 +208,10 @@ CASES = [
          "softmax(s * scale + additive causal mask), [16,16,512,512]"),
     Case("attn_softmax_bool", attn_softmax_bool, attention_bool_inputs,
          "softmax(masked_fill(s * scale, ~causal, -inf)), [16,16,512,512]"),
+    Case("conv_bn_relu_residual", conv_bn_relu_residual, conv_block_inputs(False),
+         "relu(bn(conv3x3(x)) + r), [64,64,56,56], inference batch norm (issue 20)"),
+    Case("dwconv_bn_silu", dwconv_bn_silu, conv_block_inputs(True),
+         "silu(bn(depthwise conv3x3(x))), [32,96,56,56], inference batch norm (issue 20)"),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 

@@ -7,7 +7,7 @@
 #   training   the same in training (autocast bf16)
 #   profile    resnet50 inference, top kernels of tritonize and tritonize-nhwc (layout conversions)
 source "$(dirname "$0")/gpu_env.sh"
-MODELS=resnet50,mobilenetv3,vit
+MODELS=resnet50,mobilenetv3,vit,convnext,efficientnet
 case "${1:-}" in
     inference|training)
         timeout 580 python3 bench/models.py --mode "$1" --models "$MODELS" --skip-warm \

@@ -9,12 +9,13 @@
 #   history    torch.cuda.memory._record_memory_history around one gpt2 inference step: the
 #              snapshot (a pickle for pytorch.org/memory_viz) in $OUT
 source "$(dirname "$0")/gpu_env.sh"
+SIX=gpt2,bert,llama,resnet50,vit,mobilenetv3  # the tables of earlier sessions
 case "${1:-}" in
     inference|training)
-        timeout 580 python3 bench/models.py --mode "$1" --skip-warm --backends eager,inductor,tritonize \
+        timeout 580 python3 bench/models.py --mode "$1" --skip-warm --models "$SIX" --backends eager,inductor,tritonize \
             --markdown "$OUT/memory_$1.md" 2>&1 | quiet | tail -30 ;;
     partitioners)
-        timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-savefwd \
+        timeout 580 python3 bench/models.py --mode training --skip-warm --models "$SIX" --backends tritonize,tritonize-savefwd \
             --markdown "$OUT/memory_partitioners.md" 2>&1 | quiet | tail -30 ;;
     history)
         timeout 300 python3 - <<'PY' 2>&1 | quiet

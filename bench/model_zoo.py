@@ -4,7 +4,8 @@ Each ModelSpec names the package it needs, builds the model (full size, or tiny 
 for CPU smoke tests), and makes a batch of example inputs. Dropout is switched off everywhere so
 that a compiled run can be compared with eager, also in training mode.
 
-Real models: gpt2, bert, llama (transformers), resnet50 (torchvision), vit, mobilenetv3 (timm).
+Real models: gpt2, bert, llama (transformers), resnet50 (torchvision), vit, mobilenetv3, convnext,
+efficientnet (timm).
 Built-in models that need only torch and always exist: mlp, transformer_block.
 
 Not here: running, timing or comparing (bench/models.py does that).
@@ -145,6 +146,24 @@ def build_mobilenetv3(small):
     return timm.create_model("mobilenetv3_large_100", pretrained=False, drop_rate=0.0)
 
 
+def build_convnext(small):
+    """7x7 depthwise convolutions, each followed by a layer norm over channels (timm's LayerNorm2d
+    permutes to channels-last, normalizes, and permutes back) and an MLP."""
+    timm = require("timm")
+    if small:
+        return timm.create_model("convnext_atto", pretrained=False, num_classes=10, drop_path_rate=0.0)
+    return timm.create_model("convnext_tiny", pretrained=False, drop_path_rate=0.0)
+
+
+def build_efficientnet(small):
+    """Depthwise 3x3 and 5x5 convolutions with batch norm, SiLU and squeeze-and-excitation."""
+    timm = require("timm")
+    if small:
+        return timm.create_model("efficientnet_b0", pretrained=False, num_classes=10, drop_rate=0.0,
+                                 drop_path_rate=0.0)
+    return timm.create_model("efficientnet_b0", pretrained=False, drop_rate=0.0, drop_path_rate=0.0)
+
+
 # ----------------------------------------------------------------------------- plain torch
 
 
@@ -234,6 +253,10 @@ SPECS = [
     ModelSpec("mobilenetv3", "timm", build_mobilenetv3, image_inputs,
               {"inference": 128, "training": 64},
               "timm mobilenetv3_large_100 (small: mobilenetv3_small_050 on 32x32)"),
+    ModelSpec("convnext", "timm", build_convnext, image_inputs, IMAGE_BATCH,
+              "timm convnext_tiny: 7x7 depthwise convolutions, channel layer norms (small: convnext_atto on 32x32)"),
+    ModelSpec("efficientnet", "timm", build_efficientnet, image_inputs, IMAGE_BATCH,
+              "timm efficientnet_b0: depthwise convolutions, squeeze-and-excitation (small: 32x32, 10 classes)"),
     ModelSpec("mlp", None, build_mlp, hidden_inputs(1024, 2048, 8, 32), {"inference": 8, "training": 8},
               "plain torch: 4 residual LayerNorm-MLP blocks, 2048 wide, 8x1024 tokens"),
     ModelSpec("transformer_block", None, build_transformer_block, hidden_inputs(512, 1024, 8, 32),
@@ -241,4 +264,4 @@ SPECS = [
               "plain torch: 4 decoder blocks with hand-written attention, 1024 wide, seq 512"),
 ]
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
-REAL_MODELS = ["gpt2", "bert", "llama", "resnet50", "vit", "mobilenetv3"]
+REAL_MODELS = ["gpt2", "bert", "llama", "resnet50", "vit", "mobilenetv3", "convnext", "efficientnet"]

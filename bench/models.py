@@ -38,6 +38,8 @@ reference, then the back end:
   launches     device kernels (and memsets/memcpys) one step launches, from torch.profiler
   gen kernels  kernels the back end generated: the compiled graphs' reports for tritonize, distinct
                triton_* kernel names in the profile for Inductor
+  layout copies  tritonize: kernels that only convert a buffer's layout (NCHW to NHWC, a
+               transposed clone), "inside the graphs/at their edges" (explain(); 0 inside is the goal)
   accuracy     inference: cosine similarity of the output with eager's; training: cosine
                similarity of all gradients with eager's. "ok" when > 0.99 (bf16 tolerance). A
                training row under that is compared with eager's step in fp32 (no autocast, no
@@ -74,7 +76,7 @@ MODES = ("inference", "training")
 QUICK_MODELS = ["gpt2", "resnet50"]
 COSINE_THRESHOLD = 0.99
 HEADERS = ["model", "mode", "backend", "step ms", "speedup", "first call s", "warm call s",
-           "peak GiB", "planned GiB", "graphs", "launches", "gen kernels", "accuracy"]
+           "peak GiB", "planned GiB", "graphs", "launches", "gen kernels", "layout copies", "accuracy"]
 FINAL_KEYS = ("step_s", "warm_call_s", "environment", "error")  # a worker that sent none failed
 
 
@@ -250,6 +252,7 @@ def measure_steps(args, step, backend, first_call, check, recorder, weights=0):
         result["generated"] = len({n for n in names if n.startswith("triton")})
     if backend != "eager" and recorder is not None:
         result["generated"] = tritonize_generated_kernels(recorder)
+        result["layout_copies"] = layout_copies(recorder)
         result["planned_bytes"] = planned_peak(recorder, weights)
     return result
 
@@ -258,15 +261,16 @@ def compiled_step(workload, backend):
     """(step, recorder): the workload's step compiled by `backend`. For tritonize the recorder
     collects each compiled graph's artifacts (what explain() reports) during the measured run,
     so counting its kernels needs no second compile; None for other back ends."""
-    if backend != "tritonize":
+    if backend != "tritonize" and backend not in common.TRITONIZE_VARIANTS:
         return workload.step_fn(common.build_backend(backend, workload.forward_fn())), None
     common.import_tritonize()
     from tritonize.backend import make_backend
     from tritonize.config import make_options
 
     recorder: list = []
+    options = make_options(common.TRITONIZE_VARIANTS.get(backend, {}))
     compiled = torch.compile(common.private_copy(workload.forward_fn()),
-                             backend=make_backend(make_options(), recorder))
+                             backend=make_backend(options, recorder))
     return workload.step_fn(compiled), recorder
 
 
@@ -287,6 +291,12 @@ def tritonize_generated_kernels(recorder):
     count = sum(len(a.kernels) for a in graphs)
     fallback_count = sum(len(a.fallbacks) for a in graphs)
     return f"{count} (+{fallback_count} fallback)" if fallback_count else count
+
+
+def layout_copies(recorder) -> str:
+    """"inside/at the edges": the compiled graphs' kernels that only convert a layout (explain())."""
+    graphs = [a for a in recorder if a != "graph"]
+    return "/".join(str(sum(a.layout_copies[k] for a in graphs)) for k in (0, 1))
 
 
 def emit(args, result):
@@ -440,7 +450,7 @@ def fmt(value, digits):
 
 def table_row(model, mode, backend, result, eager_result):
     if "error" in result:
-        return [model, mode, backend] + ["-"] * 9 + [result["error"]]
+        return [model, mode, backend] + ["-"] * 10 + [result["error"]]
     eager = backend == "eager"
     eager_s = eager_result.get("step_s") if eager_result else None
     peak = result.get("peak_bytes")
@@ -450,7 +460,7 @@ def table_row(model, mode, backend, result, eager_result):
             None if peak is None else fmt(peak / 2**30, 2),
             "-" if result.get("planned_bytes") is None else fmt(result["planned_bytes"] / 2**30, 2),
             "-" if eager else result.get("graphs"), result.get("launches"),
-            "-" if eager else result.get("generated"), result["accuracy"]]
+            "-" if eager else result.get("generated"), result.get("layout_copies", "-"), result["accuracy"]]
 
 
 def summary_lines(results, backends, modes, elapsed):

@@ -25,11 +25,12 @@ def run_bench(script, *options):
 
 
 def test_kernel_suite_runs_on_cpu():
-    output = run_bench("kernels.py", "--cases", "gelu_bias,softmax")
+    cases = ("gelu_bias", "softmax", "conv_bn_relu_residual", "dwconv_bn_silu")
+    output = run_bench("kernels.py", "--cases", ",".join(cases))
     assert "case  " in output and "backend" in output and "% copy" in output and "check" in output
     assert "copy bandwidth:" in output
-    rows = [line for line in output.splitlines() if line.startswith(("gelu_bias ", "softmax "))]
-    assert len(rows) == 2 and all(line.rstrip().endswith("ok") for line in rows), output
+    rows = [line for line in output.splitlines() if line.startswith(tuple(c + " " for c in cases))]
+    assert len(rows) == len(cases) and all(line.rstrip().endswith("ok") for line in rows), output
 
 
 def test_model_suite_runs_on_cpu():

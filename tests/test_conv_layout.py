@@ -99,6 +99,8 @@ def test_a_value_read_twice_is_stored_once_in_channels_last(device, exact_convol
     assert actual.stride() == expected.stride()
     kernels = report.wrapper.split("@triton.jit")[1:]
     assert kernels and all(k.count("tl.store(") == 1 for k in kernels), report.wrapper
+    assert report.layout_copies == [0, 1], str(report)  # the graph input's conversion, at the edge
+    assert "layout copies: 0 inside the graph, 1 at its edges" in str(report)
 
 
 def test_channels_last_training_matches_eager(device, exact_convolutions):

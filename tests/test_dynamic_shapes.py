@@ -598,6 +598,33 @@ def test_an_expand_of_a_symbolic_size_one_dim_broadcasts():
         assert_same(x.grad, x_eager.grad)
 
 
+@pytest.mark.parametrize("op", ["add", "where", "to", "mul_"])
+def test_an_operand_of_a_symbolic_size_one_dim_broadcasts(op):
+    """An elementwise op's operand whose symbolic dim, (s - 2) // 2, is 1 at run time: broadcast
+    against the s rows of the other operand (index 0), as in eager; read row by row, it would
+    read past its one row. Pointwise ops, where's condition, a cast and an in-place op share the
+    rule with expand (`lower/pointwise.is_broadcast`). These cases came out right before the rule
+    moved there too (the ShapeEnv's range for s, 4 to 5 after Dynamo's guard, makes the size 1);
+    the rule covers sizes no range pins."""
+    def fn(x):
+        m = x[3::2]  # (s - 2) // 2 rows: 1 for 4 or 5 rows
+        if op == "add":
+            return x + m
+        if op == "where":
+            return torch.where(m > 0, x, -x)
+        if op == "to":
+            return x * 0 + m.to(torch.float64).to(x.dtype)
+        y = x.clone()
+        return y.mul_(m)
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for rows in (4, 5, 4):
+        x = torch.randn(rows, 3, device=DEVICE)
+        before = x.clone()
+        assert_same(compiled(x), fn(x))
+        assert torch.equal(x, before)
+
+
 def test_a_flat_view_of_a_step_sliced_input_mutated_in_place():
     """Fuzz seed 91084: `x[..., ::2].reshape(-1)` is a view of x (strides (8, 2) flatten to 2);
     clamped in place, it is returned. AOTAutograd rebuilds the returned view on x's storage with

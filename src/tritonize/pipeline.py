@@ -29,6 +29,7 @@ from .ir.nodes import ExternCall
 from .ir.sizes import has_symbolic_sizes
 from .ir.scatter import ScatterOp
 from .ir.user_kernel import UserKernelCall
+from .lower.conv_layout import layout_copies
 from .lower.graph import lower_graph
 from .report import GraphArtifacts, KernelInfo, user_kernel_info
 from .runtime.loader import load_source_module
@@ -101,7 +102,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         clones=[(op.kernel_name, arg, reason) for op in user_kernels for arg, reason in op.clones.items()],
         guards=list(graph.sizes.guards) if graph.sizes is not None else [],
         choices=list(graph.sizes.choices) if graph.sizes is not None else [],
-        peak_memory=memory.peak, peak_buffers=[list(item) for item in memory.live_at_peak[:PEAK_BUFFERS_SHOWN]])
+        peak_memory=memory.peak, peak_buffers=[list(item) for item in memory.live_at_peak[:PEAK_BUFFERS_SHOWN]],
+        layout_copies=layout_copies(graph))
     warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]

@@ -35,6 +35,8 @@ class GraphArtifacts:
     # buffers live there, [name, bytes]
     peak_memory: int = 0
     peak_buffers: list = dataclasses.field(default_factory=list)
+    # [inside the graph, at its edges]: kernels that only convert a buffer's layout (lower/conv_layout.py)
+    layout_copies: list = dataclasses.field(default_factory=lambda: [0, 0])
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
@@ -50,6 +52,8 @@ class GraphArtifacts:
             lines.append(f"  fallback {op} x{n}: {reasons[op]}")
         for kernel, arg, reason in self.clones:
             lines.append(f"  clone of {kernel}({arg}): {reason}")
+        if any(self.layout_copies):
+            lines.append(f"  layout copies: {self.layout_copies[0]} inside the graph, {self.layout_copies[1]} at its edges")
         lines += [f"  guard on sizes: {guard}" for guard in self.guards]
         lines += [f"  {note}" for note in self.notes]
         return lines
@@ -85,6 +89,11 @@ class Report:
     def peak_memory(self) -> int:
         """The largest planned peak of the compiled graphs, in bytes (each graph's: sections)."""
         return max((art.peak_memory for art in self.sections), default=0)
+
+    @property
+    def layout_copies(self) -> list[int]:
+        """[inside the graphs, at their edges]: kernels that only convert a buffer's layout."""
+        return [sum(art.layout_copies[k] for art in self.sections) for k in (0, 1)]
 
     @property
     def guards(self) -> list[str]:

@@ -221,6 +221,7 @@ def serialize_graph(compiled: CompiledGraph) -> bytes | None:
         "choices": list(art.choices),
         "peak_memory": int(art.peak_memory),
         "peak_buffers": [[name, int(nbytes)] for name, nbytes in art.peak_buffers],
+        "layout_copies": [int(n) for n in art.layout_copies],
     }
     return json.dumps(entry).encode()
 
@@ -319,7 +320,8 @@ def load_graph(payload: bytes, example_inputs=()) -> CompiledGraph:
         [KernelInfo(name, kind, source, list(nodes)) for name, kind, source, nodes in entry["kernels"]],
         [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
         clones=[tuple(c) for c in entry["clones"]], guards=guards, choices=choices,
-        peak_memory=int(entry.get("peak_memory", 0)), peak_buffers=list(entry.get("peak_buffers", [])))
+        peak_memory=int(entry.get("peak_memory", 0)), peak_buffers=list(entry.get("peak_buffers", [])),
+        layout_copies=list(entry.get("layout_copies", [0, 0])))
     module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
     module.CONSTANTS.update(constants)
     strides = entry["output_strides"]

@@ -93,3 +93,34 @@ def inherits_channels_last(options, value, buffers) -> bool:
 def _same_nonunit_strides(size, a, b) -> bool:
     """Equal strides wherever the dim has more than one element (a size-1 dim's stride is free)."""
     return all(x == y for s, x, y in zip(size, a, b) if s != 1)
+
+
+def layout_copies(graph) -> list:
+    """[inside the graph, at its edges]: the buffers that only copy another buffer of their size
+    into other strides (a layout conversion: NCHW to NHWC, a transposed clone). At the edges:
+    those reading a graph input or written as a graph output (eager's layout, returned)."""
+    from ..ir.nodes import ComputedBuffer, InputBuffer
+
+    returned = {out.view.buffer_name for out in graph.outputs if out.view is not None}
+    inside = edges = 0
+    for op in graph.operations:
+        source = _copied_buffer(op, graph.buffers) if isinstance(op, ComputedBuffer) else None
+        if source is None or _same_nonunit_strides(op.layout.size, op.layout.stride, source.layout.stride):
+            continue
+        if isinstance(source, InputBuffer) or op.name in returned:
+            edges += 1
+        else:
+            inside += 1
+    return [inside, edges]
+
+
+def _copied_buffer(op, buffers):
+    """The buffer op's body only reads (a load, perhaps converted to another dtype), when it is
+    of op's size; else None."""
+    body = op.body
+    while body.op == "to_dtype":
+        body = body.args[0]
+    if body.op != "load":
+        return None
+    source = buffers.get(body.args[0])
+    return source if source is not None and tuple(source.layout.size) == tuple(op.layout.size) else None

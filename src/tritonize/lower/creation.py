@@ -15,29 +15,29 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-def cast(node, x: TensorValue) -> TensorValue:
+def cast(ctx, node, x: TensorValue) -> TensorValue:
     size, dtype, device = output_of(node)
     if torch.device(device) != torch.device(x.device):
         raise Unsupported("device-to-device copy")
-    body = ex.to_dtype(x.at(broadcast_index(x, size)), dtype)
+    body = ex.to_dtype(x.at(broadcast_index(x, size, ctx.sizes)), dtype)
     return TensorValue(size, dtype, device, body)
 
 
 @lowering(aten._to_copy)
 def lower_to_copy(ctx, node, x, **kwargs):
-    return cast(node, x)
+    return cast(ctx, node, x)
 
 
 @lowering(prims.convert_element_type)
 def lower_convert_element_type(ctx, node, x, dtype):
-    return cast(node, x)
+    return cast(ctx, node, x)
 
 
 @lowering(aten.copy.default)
 def lower_copy(ctx, node, dst, src, non_blocking=False):
     if not isinstance(src, TensorValue):
         return constant_tensor(node, src)
-    return cast(node, src)
+    return cast(ctx, node, src)
 
 
 def constant_tensor(node, value) -> TensorValue:

@@ -22,17 +22,33 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-def broadcast_index(value: TensorValue, out_size) -> list:
+def broadcast_index(value: TensorValue, out_size, sizes=None) -> list:
+    """value's index when read as an operand of an output of out_size (sizes: the graph's SizeOracle,
+    None for static sizes)."""
     dims = dim_vars(len(out_size))
     lead = len(out_size) - value.rank
-    return [sympy.Integer(0) if s == 1 else dims[lead + k] for k, s in enumerate(value.size)]
+    return [sympy.Integer(0) if is_broadcast(sizes, s, out_size[lead + k]) else dims[lead + k]
+            for k, s in enumerate(value.size)]
 
 
-def operand(arg, out_size, dtype: torch.dtype, rounded: bool = False) -> ex.Expr:
-    """rounded: a low-precision float operand is widened from its rounded value (ex.rounded_to)."""
+def is_broadcast(sizes, size, out) -> bool:
+    """Whether an operand's dim of `size` is read at index 0 against an output dim of `out`: size
+    1, or a symbolic size not known equal to the output's, which broadcasting made 1 (guarded
+    here, as Dynamo did). Fuzz seed 99669: `gt.expand(s, 1)` of a mask (s // 2 - 1) rows long
+    read rows past its one row."""
+    if size == 1:
+        return True
+    if size == out or isinstance(size, int) or sizes is None or sizes.known_equal(size, out):
+        return False
+    return sizes.guard_equal(size, 1)
+
+
+def operand(arg, out_size, dtype: torch.dtype, rounded: bool = False, sizes=None) -> ex.Expr:
+    """rounded: a low-precision float operand is widened from its rounded value (ex.rounded_to).
+    sizes: the graph's SizeOracle, which tells symbolic broadcasts (`is_broadcast`)."""
     if isinstance(arg, TensorValue):
         widen = ex.rounded_to if rounded else ex.to_dtype
-        return widen(arg.at(broadcast_index(arg, out_size)), dtype)
+        return widen(arg.at(broadcast_index(arg, out_size, sizes)), dtype)
     if isinstance(arg, (bool, int, float)):
         return ex.constant(arg, dtype)
     if isinstance(arg, sympy.Expr):  # a symbolic size used as a number (ir/sizes.py)
@@ -59,7 +75,7 @@ def output_of(node):
     return symbolic_size(val.shape), val.dtype, val.device
 
 
-def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None, scalars_rounded_on_cuda=False,
+def pointwise(ctx, node, args, build, compute_dtype=None, scalar_dtype=None, scalars_rounded_on_cuda=False,
               rounded_operands=False) -> TensorValue:
     """Lower an elementwise op: build(*operand_exprs) -> Expr in compute_dtype. Python scalars
     among args become constants of the value eager's kernel reads for an op whose inputs it
@@ -69,7 +85,7 @@ def pointwise(node, args, build, compute_dtype=None, scalar_dtype=None, scalars_
     compute_dtype = compute_dtype or arithmetic_dtype(out_dtype)
     scalar_dtype = scalar_dtype or out_dtype
     operands = [operand(scalar_as_eager_reads(a, scalar_dtype, device, scalars_rounded_on_cuda), size, compute_dtype,
-                        rounded_operands) for a in args]
+                        rounded_operands, ctx.sizes) for a in args]
     body = ex.to_dtype(build(*operands), out_dtype)
     return TensorValue(size, out_dtype, device, body)
 
@@ -100,16 +116,16 @@ SAME_DTYPE_UNARY = {aten.neg: "neg", aten.abs: "abs", aten.sign: "sign", aten.sg
 ROUNDING_UNARY = {aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.frac: "frac"}
 
 for _target, _name in FLOAT_UNARY.items():
-    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(node, [x], _op(_n)))
+    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(ctx, node, [x], _op(_n)))
 for _target, _name in SAME_DTYPE_UNARY.items():
-    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(node, [x], _op(_n)))
+    lowering(_target)(lambda ctx, node, x, _n=_name: pointwise(ctx, node, [x], _op(_n)))
 
 
 def _rounding(name):
     def lower(ctx, node, x):
         if not x.dtype.is_floating_point:
-            return x if name != "frac" else pointwise(node, [x], lambda a: ex.constant(0, a.dtype))
-        return pointwise(node, [x], _op(name))
+            return x if name != "frac" else pointwise(ctx, node, [x], lambda a: ex.constant(0, a.dtype))
+        return pointwise(ctx, node, [x], _op(name))
     return lower
 
 
@@ -132,7 +148,7 @@ def lower_round(ctx, node, x, decimals=0):
         return ex.op("mul", ex.op("round", ex.op("truediv", a, scale, dtype=a.dtype), dtype=a.dtype),
                      scale, dtype=a.dtype)
 
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 @lowering(aten.positive, aten.alias, aten.lift_fresh_copy, aten.detach, aten.clone)
@@ -151,8 +167,8 @@ INTEGER_PREDICATES = {
 def _predicate(name):
     def lower(ctx, node, x):
         if not x.dtype.is_floating_point:
-            return pointwise(node, [x], INTEGER_PREDICATES[name], compute_dtype=x.dtype)
-        return pointwise(node, [x], lambda a: ex.op(name, a, dtype=torch.bool), compute_dtype=upcast(x.dtype))
+            return pointwise(ctx, node, [x], INTEGER_PREDICATES[name], compute_dtype=x.dtype)
+        return pointwise(ctx, node, [x], lambda a: ex.op(name, a, dtype=torch.bool), compute_dtype=upcast(x.dtype))
     return lower
 
 
@@ -163,13 +179,13 @@ for _target, _name in {aten.isnan: "isnan", aten.isinf: "isinf", aten.isfinite: 
 
 @lowering(aten.logical_not)
 def lower_logical_not(ctx, node, x):
-    return pointwise(node, [x], lambda a: ex.op("logical_not", a, dtype=torch.bool), torch.bool)
+    return pointwise(ctx, node, [x], lambda a: ex.op("logical_not", a, dtype=torch.bool), torch.bool)
 
 
 @lowering(aten.bitwise_not)
 def lower_bitwise_not(ctx, node, x):
     name = "logical_not" if x.dtype == torch.bool else "bitwise_not"
-    return pointwise(node, [x], _op(name), x.dtype)
+    return pointwise(ctx, node, [x], _op(name), x.dtype)
 
 
 # --- binary --------------------------------------------------------------------------------
@@ -190,7 +206,7 @@ LOGICAL_BINARY = {aten.logical_and: "logical_and", aten.logical_or: "logical_or"
                   aten.logical_xor: "logical_xor"}
 
 for _target, _name in ARITHMETIC_BINARY.items():
-    lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(node, [a, b], _op(_n)))
+    lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(ctx, node, [a, b], _op(_n)))
 
 
 def unrounded_scalars(node) -> torch.dtype:
@@ -201,7 +217,7 @@ def unrounded_scalars(node) -> torch.dtype:
 
 @lowering(aten.mul)
 def lower_mul(ctx, node, a, b):
-    return pointwise(node, [a, b], _op("mul"), scalar_dtype=unrounded_scalars(node))
+    return pointwise(ctx, node, [a, b], _op("mul"), scalar_dtype=unrounded_scalars(node))
 
 
 def _bitwise(name):
@@ -209,7 +225,7 @@ def _bitwise(name):
         out_dtype = output_of(node)[1]
         if out_dtype.is_floating_point:
             raise Unsupported("bitwise op on floats")
-        return pointwise(node, [a, b], _op(name), out_dtype)
+        return pointwise(ctx, node, [a, b], _op(name), out_dtype)
     return lower
 
 
@@ -220,7 +236,7 @@ for _target, _name in BITWISE_BINARY.items():
 def _comparison(name):
     def lower(ctx, node, a, b):
         promoted = result_type_of(node.args[:2])
-        return pointwise(node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), upcast(promoted),
+        return pointwise(ctx, node, [a, b], lambda x, y: ex.op(name, x, y, dtype=torch.bool), upcast(promoted),
                          scalar_dtype=promoted, scalars_rounded_on_cuda=True, rounded_operands=True)
     return lower
 
@@ -229,7 +245,7 @@ for _target, _name in COMPARISONS.items():
     lowering(_target)(_comparison(_name))
 for _target, _name in LOGICAL_BINARY.items():
     lowering(_target)(lambda ctx, node, a, b, _n=_name: pointwise(
-        node, [a, b], lambda x, y: ex.op(_n, x, y, dtype=torch.bool), torch.bool))
+        ctx, node, [a, b], lambda x, y: ex.op(_n, x, y, dtype=torch.bool), torch.bool))
 
 
 def _with_alpha(a, b, alpha) -> list:
@@ -244,19 +260,19 @@ def _scaled(other, alpha):
 
 @lowering(aten.add)
 def lower_add(ctx, node, a, b, alpha=1):
-    return pointwise(node, _with_alpha(a, b, alpha),
+    return pointwise(ctx, node, _with_alpha(a, b, alpha),
                      lambda x, y, al=None: ex.op("add", x, _scaled(y, al), dtype=x.dtype))
 
 
 @lowering(aten.sub)
 def lower_sub(ctx, node, a, b, alpha=1):
-    return pointwise(node, _with_alpha(a, b, alpha),
+    return pointwise(ctx, node, _with_alpha(a, b, alpha),
                      lambda x, y, al=None: ex.op("sub", x, _scaled(y, al), dtype=x.dtype))
 
 
 @lowering(aten.rsub)
 def lower_rsub(ctx, node, a, b, alpha=1):
-    return pointwise(node, _with_alpha(a, b, alpha),
+    return pointwise(ctx, node, _with_alpha(a, b, alpha),
                      lambda x, y, al=None: ex.op("sub", y, _scaled(x, al), dtype=x.dtype))
 
 
@@ -274,24 +290,24 @@ def _division(rounding_mode):
 
 @lowering(aten.div, aten.true_divide)
 def lower_div(ctx, node, a, b, rounding_mode=None):
-    return pointwise(node, [a, b], _division(rounding_mode), scalar_dtype=unrounded_scalars(node))
+    return pointwise(ctx, node, [a, b], _division(rounding_mode), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(prims.div.default)
 def lower_prims_div(ctx, node, a, b):
     """prims.div truncates for integers and divides for floats."""
     integer = not output_of(node)[1].is_floating_point
-    return pointwise(node, [a, b], _division("trunc" if integer else None), scalar_dtype=unrounded_scalars(node))
+    return pointwise(ctx, node, [a, b], _division("trunc" if integer else None), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(aten.floor_divide)
 def lower_floor_divide(ctx, node, a, b):
-    return pointwise(node, [a, b], _division("floor"), scalar_dtype=unrounded_scalars(node))
+    return pointwise(ctx, node, [a, b], _division("floor"), scalar_dtype=unrounded_scalars(node))
 
 
 @lowering(aten.remainder)
 def lower_remainder(ctx, node, a, b):
-    return pointwise(node, [a, b], _op("remainder"))
+    return pointwise(ctx, node, [a, b], _op("remainder"))
 
 
 def _integer_power(x: ex.Expr, n: int) -> ex.Expr:
@@ -310,14 +326,14 @@ def _integer_power(x: ex.Expr, n: int) -> ex.Expr:
 def lower_pow(ctx, node, a, b):
     out_dtype = output_of(node)[1]
     if isinstance(b, (int, float)) and not isinstance(b, bool) and float(b).is_integer() and 0 <= b <= 16:
-        return pointwise(node, [a], lambda x: _integer_power(x, int(b)))
+        return pointwise(ctx, node, [a], lambda x: _integer_power(x, int(b)))
     if not out_dtype.is_floating_point:
         if out_dtype == torch.bool:
             raise Unsupported("pow with a bool result")
-        return pointwise(node, [a, b], _op("pow_int"))
+        return pointwise(ctx, node, [a, b], _op("pow_int"))
     if isinstance(b, float) and b == 0.5:
-        return pointwise(node, [a], _op("sqrt"))
-    return pointwise(node, [a, b], _op("pow"))
+        return pointwise(ctx, node, [a], _op("sqrt"))
+    return pointwise(ctx, node, [a, b], _op("pow"))
 
 
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar,
@@ -325,8 +341,8 @@ def lower_pow(ctx, node, a, b):
 def lower_where(ctx, node, cond, a, b):
     out_dtype = output_of(node)[1]
     size = output_of(node)[0]
-    c = operand(cond, size, torch.bool)
-    return pointwise(node, [a, b], lambda x, y: ex.op("where", c, x, y, dtype=x.dtype), out_dtype)
+    c = operand(cond, size, torch.bool, sizes=ctx.sizes)
+    return pointwise(ctx, node, [a, b], lambda x, y: ex.op("where", c, x, y, dtype=x.dtype), out_dtype)
 
 
 def _clamp_expr(x, lo, hi):
@@ -347,22 +363,22 @@ def lower_clamp(ctx, node, x, min=None, max=None):
         hi = next(it) if max is not None else None
         return _clamp_expr(value, lo, hi)
 
-    return pointwise(node, args, build)
+    return pointwise(ctx, node, args, build)
 
 
 @lowering(aten.clamp_min)
 def lower_clamp_min(ctx, node, x, lo):
-    return pointwise(node, [x, lo], lambda v, b: _clamp_expr(v, b, None))
+    return pointwise(ctx, node, [x, lo], lambda v, b: _clamp_expr(v, b, None))
 
 
 @lowering(aten.clamp_max)
 def lower_clamp_max(ctx, node, x, hi):
-    return pointwise(node, [x, hi], lambda v, b: _clamp_expr(v, None, b))
+    return pointwise(ctx, node, [x, hi], lambda v, b: _clamp_expr(v, None, b))
 
 
 @lowering(aten.hardtanh)
 def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
-    return pointwise(node, [x, min_val, max_val], _clamp_expr)
+    return pointwise(ctx, node, [x, min_val, max_val], _clamp_expr)
 
 
 @lowering(aten.gelu)
@@ -379,7 +395,7 @@ def lower_gelu(ctx, node, x, approximate="none"):
             core = ex.op("erf", ex.op("mul", v, ex.constant(math.sqrt(0.5), f), dtype=f), dtype=f)
         return ex.op("mul", half, ex.op("add", core, ex.constant(1.0, f), dtype=f), dtype=f)
 
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 @lowering(aten.leaky_relu)
@@ -388,7 +404,7 @@ def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
         zero = ex.constant(0, v.dtype)
         scaled = ex.op("mul", v, ex.constant(negative_slope, v.dtype), dtype=v.dtype)
         return ex.op("where", ex.op("gt", v, zero, dtype=torch.bool), v, scaled, dtype=v.dtype)
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 @lowering(aten.elu)
@@ -399,4 +415,4 @@ def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
         em1 = ex.op("expm1", ex.op("mul", v, ex.constant(input_scale, f), dtype=f), dtype=f)
         negative = ex.op("mul", em1, ex.constant(alpha * scale, f), dtype=f)
         return ex.op("where", ex.op("gt", v, ex.constant(0, f), dtype=torch.bool), positive, negative, dtype=f)
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)

@@ -124,7 +124,7 @@ def _bernoulli(ctx, node, probability) -> TensorValue:
     draw = random_expr(ctx, "rand", size, device)
     compute = torch.float64 if isinstance(probability, TensorValue) and probability.dtype == torch.float64 \
         else torch.float32
-    below = ex.op("lt", ex.to_dtype(draw, compute), operand(probability, size, compute), dtype=torch.bool)
+    below = ex.op("lt", ex.to_dtype(draw, compute), operand(probability, size, compute, sizes=ctx.sizes), dtype=torch.bool)
     return TensorValue(size, dtype, device, ex.to_dtype(below, dtype))
 
 

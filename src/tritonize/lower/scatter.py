@@ -27,7 +27,7 @@ from ..ir.scatter import ScatterOp, binding
 from ..ir.symbols import dim_vars
 from .dtypes import upcast
 from .indexing import require_index_dtype, advanced_index, check_text, normalize_dim
-from .pointwise import broadcast_index, output_of
+from .pointwise import broadcast_index
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -96,7 +96,7 @@ def lower_index_put(ctx, node, x, indices, values, accumulate=False):
         raise Unsupported(f"index_put values of shape {list(values.size)} for {list(plan.size)} positions")
     check = check_text(node)
     bindings = [binding(plan.values[k], x.size[k], True, check) for k in sorted(plan.values)]
-    value = ex.to_dtype(values.at(broadcast_index(values, plan.size)), x.dtype)
+    value = ex.to_dtype(values.at(broadcast_index(values, plan.size, ctx.sizes)), x.dtype)
 
     def position(symbols):
         bound = dict(zip(sorted(plan.values), symbols))

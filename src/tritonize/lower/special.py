@@ -26,7 +26,7 @@ def c_promoted(dtype: torch.dtype) -> torch.dtype:
 
 @lowering(aten.gcd.default)
 def lower_gcd(ctx, node, a, b):
-    return pointwise(node, [a, b], lambda x, y: ex.op("gcd", x, y, dtype=x.dtype), c_promoted(output_of(node)[1]))
+    return pointwise(ctx, node, [a, b], lambda x, y: ex.op("gcd", x, y, dtype=x.dtype), c_promoted(output_of(node)[1]))
 
 
 @lowering(aten.lcm.default)
@@ -40,13 +40,13 @@ def lower_lcm(ctx, node, a, b):
         multiple = ex.op("abs", ex.op("mul", ex.op("truncdiv", x, safe, dtype=t), y, dtype=t), dtype=t)
         return ex.op("where", is_zero, ex.constant(0, t), multiple, dtype=t)
 
-    return pointwise(node, [a, b], build, c_promoted(output_of(node)[1]))
+    return pointwise(ctx, node, [a, b], build, c_promoted(output_of(node)[1]))
 
 
 @lowering(aten.ldexp.Tensor)
 def lower_ldexp(ctx, node, x, other):
     # torch: x * 2.0 ** other
-    return pointwise(node, [x, other], lambda a, e: ex.op(
+    return pointwise(ctx, node, [x, other], lambda a, e: ex.op(
         "mul", a, ex.op("pow", ex.constant(2.0, e.dtype), e, dtype=e.dtype), dtype=a.dtype))
 
 
@@ -61,7 +61,7 @@ def lower_angle(ctx, node, x):
                           ex.constant(0, f), dtype=f)
         return ex.op("where", ex.op("isnan", a, dtype=torch.bool), a, half_turn, dtype=f)
 
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 BESSEL_FUNCTIONS = {aten.special_bessel_j0: "j0", aten.special_bessel_j1: "j1",
@@ -75,7 +75,7 @@ def _bessel(name):
         if output_of(node)[2].type == "cuda":
             raise Unsupported(f"bessel_{name} on CUDA: libdevice's {name} is not as accurate as "
                               "eager's (runs through aten)")
-        return pointwise(node, [x], lambda a: ex.op(name, a, dtype=a.dtype))
+        return pointwise(ctx, node, [x], lambda a: ex.op(name, a, dtype=a.dtype))
     return lower
 
 
@@ -98,7 +98,7 @@ def lower_spherical_bessel_j0(ctx, node, x):
         finite = ex.op("where", small, series, ratio, dtype=f)
         return ex.op("where", ex.op("isinf", a, dtype=torch.bool), ex.constant(0.0, f), finite, dtype=f)
 
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 def _digamma(a: ex.Expr) -> ex.Expr:
@@ -128,7 +128,7 @@ def _digamma(a: ex.Expr) -> ex.Expr:
 
 @lowering(aten.digamma.default)
 def lower_digamma(ctx, node, x):
-    return pointwise(node, [x], _digamma)
+    return pointwise(ctx, node, [x], _digamma)
 
 
 @lowering(aten.polygamma.default)
@@ -138,22 +138,22 @@ def lower_polygamma(ctx, node, n, x):
     if n < 0:
         raise Unsupported(f"polygamma of negative order {n}")  # eager raises
     if n == 0:
-        return pointwise(node, [x], _digamma)
+        return pointwise(ctx, node, [x], _digamma)
     if n == 1:
-        return pointwise(node, [x], lambda a: ex.op("trigamma", a, dtype=a.dtype))
+        return pointwise(ctx, node, [x], lambda a: ex.op("trigamma", a, dtype=a.dtype))
 
     def build(a):
         f = a.dtype
         factor = ex.constant((-1) ** (n + 1) * float(math.factorial(n)), f)
         return ex.op("mul", factor, ex.op("zeta", ex.constant(float(n + 1), f), a, dtype=f), dtype=f)
 
-    return pointwise(node, [x], build)
+    return pointwise(ctx, node, [x], build)
 
 
 @lowering(aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar)
 def lower_zeta(ctx, node, x, q):
     """The Hurwitz zeta function sum_k (k + q)^-x (helpers.zeta, torch's method)."""
-    return pointwise(node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
+    return pointwise(ctx, node, [x, q], lambda a, b: ex.op("zeta", a, b, dtype=a.dtype))
 
 
 POLYNOMIALS = {  # aten op packet -> op name (codegen/ops_table.py: helpers.chebyshev, orthogonal_polynomial)
@@ -172,7 +172,7 @@ POLYNOMIALS = {  # aten op packet -> op name (codegen/ops_table.py: helpers.cheb
 def _polynomial_lowering(name: str):
     def lower(ctx, node, x, n):
         """torch's polynomial of x of degree n (the helpers follow its cases)."""
-        return pointwise(node, [x, n], lambda a, b: ex.op(name, a, b, dtype=a.dtype))
+        return pointwise(ctx, node, [x, n], lambda a, b: ex.op(name, a, b, dtype=a.dtype))
     return lower
 
 
@@ -209,7 +209,7 @@ def _scaled_bessel(order: int):
             value = ex.op("where", ex.op("lt", a, ex.constant(0.0, d), dtype=torch.bool),
                           ex.op("neg", value, dtype=d), value, dtype=d)
         return value
-    return lambda ctx, node, x: pointwise(node, [x], build, torch.float64)
+    return lambda ctx, node, x: pointwise(ctx, node, [x], build, torch.float64)
 
 
 lowering(aten.special_i0e.default)(_scaled_bessel(0))
@@ -287,7 +287,7 @@ def _bessel_k(order: int, scaled: bool):
                       value, dtype=d)
         return ex.op("where", ex.op("lt", x, ex.constant(0.0, d), dtype=torch.bool), ex.constant(math.nan, d),
                      value, dtype=d)
-    return lambda ctx, node, x: pointwise(node, [x], build, torch.float64)
+    return lambda ctx, node, x: pointwise(ctx, node, [x], build, torch.float64)
 
 
 lowering(aten.special_modified_bessel_k0.default)(_bessel_k(0, scaled=False))

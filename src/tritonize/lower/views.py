@@ -16,7 +16,7 @@ from ..ir import expr as ex
 from ..ir.nodes import TensorValue
 from ..ir.sizes import as_size
 from ..ir.symbols import FloorDiv, ModularIndexing, dim_vars, simplify_with_ranges
-from .pointwise import output_of
+from .pointwise import is_broadcast, output_of
 from .registry import lowering
 from .storage import eager_storage, storage_owner
 
@@ -64,24 +64,15 @@ def lower_expand(ctx, node, x, size, implicit=False):
     out_size = output_of(node)[0]
     out = dim_vars(len(out_size))
     lead = len(out_size) - x.rank
-    index = [sympy.Integer(0) if s == 1 or _symbolic_broadcast(ctx, s, out_size[lead + k]) else out[lead + k]
+    index = [sympy.Integer(0) if is_broadcast(ctx.sizes, s, out_size[lead + k]) else out[lead + k]
              for k, s in enumerate(x.size)]
     return view_of(node, x, index)
-
-
-def _symbolic_broadcast(ctx, size, out) -> bool:
-    """Whether a dim of symbolic `size` expanded to `out` is broadcast: a size not known equal to
-    the output's, which expand's own check then made 1 (guarded here, as Dynamo did). Fuzz seed
-    99669: `gt.expand(s, 1)` of a mask (s // 2 - 1) rows long read rows past its one row."""
-    if isinstance(size, int) or ctx.sizes is None or ctx.sizes.known_equal(size, out):
-        return False
-    return ctx.sizes.guard_equal(size, 1)
 
 
 @lowering(torch.ops.prims.broadcast_in_dim.default)
 def lower_broadcast_in_dim(ctx, node, x, shape, broadcast_dimensions):
     out = dim_vars(len(shape))
-    index = [sympy.Integer(0) if (x.size[k] == 1 and shape[d] != 1) or _symbolic_broadcast(ctx, x.size[k], shape[d])
+    index = [sympy.Integer(0) if is_broadcast(ctx.sizes, x.size[k], shape[d])
              else out[d] for k, d in enumerate(broadcast_dimensions)]
     return view_of(node, x, index)
 
