@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Issue 20's GPU runs (convolution layouts), in parts that each fit one device call. From the repo
 # root on the GPU machine:  bash bench/layout_gpu.sh PART   (tables go to $OUT when set)
-#   inference  the convnets and ViT, inference: eager, Inductor, tritonize (conv_layout "auto"), and
-#              tritonize with the layout forced: as traced (NCHW, tritonize-traced) and channels-last
-#              (tritonize-nhwc)
-#   training   the same in training (autocast bf16)
-#   profile    resnet50 inference, top kernels of tritonize and tritonize-nhwc (layout conversions)
+#   inference  the convnets and ViT, inference: eager, Inductor, tritonize (conv_layout "auto":
+#              channels-last here) and tritonize as traced (NCHW, back end tritonize-traced)
+#   training   the same in training (autocast bf16), with tritonize-nhwc (channels-last forced;
+#              "auto" keeps training graphs as traced)
+#   kernels    the kernel suite's convolution cases (conv+bn+relu+residual, depthwise+bn+silu)
+#   profile    resnet50 inference, top kernels as traced and channels-last (layout conversions)
 source "$(dirname "$0")/gpu_env.sh"
-MODELS=resnet50,mobilenetv3,vit,convnext,efficientnet
+MODELS=${MODELS:-resnet50,mobilenetv3,vit,convnext,efficientnet}
 case "${1:-}" in
-    inference|training)
-        timeout 580 python3 bench/models.py --mode "$1" --models "$MODELS" --skip-warm \
-            --backends eager,inductor,tritonize,tritonize-traced,tritonize-nhwc --markdown "$OUT/layout_$1.md" 2>&1 | quiet | tail -30 ;;
+    inference)
+        timeout 590 python3 bench/models.py --mode inference --models "$MODELS" --skip-warm \
+            --backends eager,inductor,tritonize,tritonize-traced --markdown "$OUT/layout_inference.md" 2>&1 | quiet | tail -30 ;;
+    training)
+        timeout 590 python3 bench/models.py --mode training --models "$MODELS" --skip-warm \
+            --backends eager,inductor,tritonize,tritonize-nhwc --markdown "$OUT/layout_training.md" 2>&1 | quiet | tail -30 ;;
+    kernels)
+        timeout 300 python3 bench/kernels.py --cases conv_bn_relu_residual,dwconv_bn_silu \
+            --backends eager,inductor,tritonize,tritonize-traced --markdown "$OUT/layout_kernels.md" 2>&1 | quiet | tail -12 ;;
     profile)
-        timeout 400 python3 bench/profile_model.py --model resnet50 --backends tritonize-traced,tritonize-nhwc --top 15 \
+        timeout 400 python3 bench/profile_model.py --model "${2:-resnet50}" --backends tritonize-traced,tritonize-nhwc --top 15 \
             2>&1 | quiet ;;
-    *) echo "usage: bash bench/layout_gpu.sh inference|training|profile" >&2; exit 2 ;;
+    *) echo "usage: bash bench/layout_gpu.sh inference|training|kernels|profile [model]" >&2; exit 2 ;;
 esac
