@@ -44,6 +44,24 @@ def test_transposed_input_gets_2d_tile():
     assert "YBLOCK" in source and "yindex" in source
 
 
+def test_a_load_is_masked_only_along_the_dims_it_reads(device):
+    """A transposing 2-D tile over 70 x 100 (masked along both dims) reads a per-row weight: that
+    load takes only the rows' mask, so it is [YBLOCK, 1] (a batch-norm epilogue's parameters
+    were loaded and computed on for the whole tile); values as eager's."""
+    def fn(x, w):
+        return (x.t() * w[:, None] + 1).contiguous()
+
+    x, w = torch.randn(100, 70, device=device), torch.randn(70, device=device)
+    report = tritonize.explain(fn, x, w)
+    source = report.kernels[0].source
+    assert "YBLOCK" in source, source
+    loads = re.findall(r"tl\.load\(([^)]*)\)", source)
+    per_row = [args for args in loads if "x" not in args.split(",")[0].replace("xmask", "").replace("in_ptr", "")]
+    assert per_row and all("mask" not in a or "ymask" in a and "xmask" not in a for a in per_row), source
+    torch._dynamo.reset()
+    torch.testing.assert_close(tritonize.compile(fn)(x, w), fn(x, w))
+
+
 def test_identical_kernels_are_defined_once(device):
     def fn(a, w):
         x = (a.sin() * 2) @ w  # the same pointwise kernel before and after the extern

@@ -295,6 +295,8 @@ def _stages(members, pairs: dict) -> list[Stage]:
 
 
 class _ReductionWriter(_BodyWriter):
+    NARROW_LOAD_MASKS = False  # a masked lane must read 0, the sums' neutral value
+
     def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool):
         self.group = group
         self.members = {m.buffer.name: m for m in members}
