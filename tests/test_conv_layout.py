@@ -108,6 +108,24 @@ def test_channels_last_training_matches_eager(device, exact_convolutions):
         check_training(Residual, [torch.randn(2, 16, 8, 8, device=device, requires_grad=True)])
 
 
+def test_channels_last_training_through_a_stem_matches_eager(device, exact_convolutions):
+    with tritonize.config.patch(**CHANNELS_LAST):
+        check_training(StemAndBlock, [torch.randn(2, 3, 16, 16, device=device, requires_grad=True)])
+
+
+def test_saved_activations_leave_the_forward_channels_last(device):
+    """Training under channels_last: the forward returns the activations it saves for the backward
+    as they are, NHWC (no copy to eager's layout), and the backward's convolutions read them so.
+    The copies left are at the edges: the input's conversion and the output returned NCHW in the
+    forward, the input read NHWC by the first convolution's backward."""
+    torch.manual_seed(0)
+    model = Residual().to(device)
+    report = tritonize.explain(model, torch.randn(2, 16, 16, 16, device=device, requires_grad=True),
+                               options=CHANNELS_LAST)
+    copies = {art.role: art.layout_copies for art in report.sections}
+    assert copies == {"forward": [0, 2], "backward": [0, 1]}, str(report)
+
+
 def test_an_unknown_conv_layout_is_an_error():
     with pytest.raises(ValueError, match="conv_layout"):
         tritonize.compile(nn.ReLU(), options={"conv_layout": "nhwc"})(torch.randn(2))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 
 import torch
+import torch.utils._pytree as pytree
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch import config as functorch_config
 from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
@@ -37,9 +38,13 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         if recorder is not None:
             recorder.append(compiled.artifacts)
 
-    def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None):
+    def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None, user_outputs: int | None = None):
+        """user_outputs (a forward graph): how many outputs the Dynamo graph had; the forward's
+        other outputs are saved for the backward (mark_user_visible_outputs)."""
         def compile_aten(gm, example_inputs):
             graph_id = next(_GRAPH_IDS)
+            if user_outputs is not None:
+                mark_user_visible_outputs(gm, user_outputs)
             graph_options, layout_note = conv_layout.decide(options, gm, example_inputs, role)
             compiled = compile_graph_cached(gm, example_inputs, graph_options, graph_id)
             if layout_note and layout_note not in compiled.artifacts.notes:
@@ -52,8 +57,6 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             return compiled
 
         return compile_aten
-
-    compile_forward = aten_compiler("forward")
 
     def compile_backward(gm, example_inputs):
         # A `.backward()` inside a compiled function runs with Dynamo's frame hook still set:
@@ -81,7 +84,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         contiguous_attention_masks(gm)
         compiled_fn = aot_module_simplified(
             gm, example_inputs,
-            fw_compiler=compile_forward,
+            fw_compiler=aten_compiler("forward", user_outputs=len(pytree.tree_leaves(gm.graph.output_node().args))),
             bw_compiler=compile_backward,
             inference_compiler=aten_compiler("inference", pending),
             partition_fn=partition_function(options),
@@ -98,6 +101,18 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return compiled_fn
 
     return backend
+
+
+def mark_user_visible_outputs(gm: torch.fx.GraphModule, user_outputs: int) -> None:
+    """Record on a forward graph's output node which outputs the caller sees (the Dynamo graph's
+    outputs, after the mutated inputs AOTAutograd returns first), as the meta key
+    "user_visible_output_idxs" (Inductor's name for it). The others are saved for the backward:
+    their layout is ours to choose (lower/graph.py), and report_output_strides tells AOTAutograd."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    start = metadata.num_mutated_inp_runtime_indices if metadata is not None else 0
+    outputs = pytree.tree_leaves(gm.graph.output_node().args)
+    gm.graph.output_node().meta["user_visible_output_idxs"] = list(range(start, min(start + user_outputs, len(outputs))))
 
 
 def partition_function(options: Options):

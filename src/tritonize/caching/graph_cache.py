@@ -121,7 +121,9 @@ def versions() -> list:
 def graph_text(gm: torch.fx.GraphModule) -> str:
     """The graph's code with each value's dtype, size, stride and device, no comment lines."""
     text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    user_visible = gm.graph.output_node().meta.get("user_visible_output_idxs")  # a forward's (backend.py)
+    return "\n".join([line for line in text.splitlines() if not line.lstrip().startswith("#")]
+                     + ([f"user-visible outputs {user_visible}"] if user_visible is not None else []))
 
 
 def _input_key(value):

@@ -28,6 +28,7 @@ import dataclasses
 import torch
 
 from ..ir import expr as ex
+from ..ir.nodes import ComputedBuffer, InputBuffer
 
 aten = torch.ops.aten
 CONVOLUTIONS = (aten.convolution.default, aten._convolution.default)
@@ -64,13 +65,24 @@ def channels_last_strides(size) -> tuple:
     return (h * w * c, 1, w * c, c)
 
 
-def plans_channels_last(options, target, args) -> bool:
-    """A 2-D convolution (4-D input) under conv_layout="channels_last"."""
-    return options.conv_layout == "channels_last" and target in CONVOLUTIONS and len(args[0].size) == 4
+def channels_last_arguments(options, target, args) -> tuple:
+    """The positions of a 2-D convolution's activation arguments stored channels-last under
+    conv_layout="channels_last": the forward's input; the backward's incoming gradient and input
+    (its weight stays as the parameter is). () for any other call."""
+    if options.conv_layout != "channels_last":
+        return ()
+    if target in CONVOLUTIONS and len(args[0].size) == 4:
+        return (0,)
+    if target == aten.convolution_backward.default and len(args[1].size) == 4:
+        return (0, 1)
+    return ()
 
 
 def channels_last_meta(meta):
-    """The convolution's traced result with channels-last strides."""
+    """A convolution's traced result with channels-last strides (the backward's: its input's
+    gradient, the first of its results); torch gives them for channels-last arguments."""
+    if isinstance(meta, (tuple, list)) and meta:
+        return type(meta)([channels_last_meta(meta[0]), *meta[1:]])
     if not isinstance(meta, torch.Tensor) or meta.dim() != 4:
         return meta
     return meta.as_strided(meta.shape, channels_last_strides(tuple(meta.shape)))  # (a fake view: no memory)
@@ -90,6 +102,20 @@ def inherits_channels_last(options, value, buffers) -> bool:
     return False
 
 
+def keeps_planned_layout(options, value, view, buffers) -> bool:
+    """A forward graph's output saved for the backward, under conv_layout="channels_last", is
+    returned channels-last as it is (a view of a channels-last buffer we computed, or a value that
+    inherits the layout) instead of copied to eager's NCHW: the backward's convolutions and
+    kernels read it in that layout, and AOTAutograd learns its strides (backend.report_output_strides)."""
+    if options.conv_layout != "channels_last" or len(value.size) != 4:
+        return False
+    if view is None:
+        return inherits_channels_last(options, value, buffers)
+    name, size, stride, offset = view
+    return not isinstance(buffers[name], InputBuffer) and offset == 0 and \
+        _same_nonunit_strides(size, stride, channels_last_strides(tuple(size)))
+
+
 def _same_nonunit_strides(size, a, b) -> bool:
     """Equal strides wherever the dim has more than one element (a size-1 dim's stride is free)."""
     return all(x == y for s, x, y in zip(size, a, b) if s != 1)
@@ -99,8 +125,6 @@ def layout_copies(graph) -> list:
     """[inside the graph, at its edges]: the buffers that only copy another buffer of their size
     into other strides (a layout conversion: NCHW to NHWC, a transposed clone). At the edges:
     those reading a graph input or written as a graph output (eager's layout, returned)."""
-    from ..ir.nodes import ComputedBuffer, InputBuffer
-
     returned = {out.view.buffer_name for out in graph.outputs if out.view is not None}
     inside = edges = 0
     for op in graph.operations:

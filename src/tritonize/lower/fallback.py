@@ -16,7 +16,7 @@ from torch._library.utils import get_layout_constraint_tag
 from ..errors import Unsupported
 from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
 from ..ir.symbols import FloorDiv
-from .conv_layout import channels_last_meta, channels_last_strides, plans_channels_last
+from .conv_layout import channels_last_arguments, channels_last_meta, channels_last_strides
 from .decompositions import is_random_op
 from .dtypes import meta_value
 
@@ -100,8 +100,8 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
     exact = needs_traced_strides(node.target, ctx.options)
     realize = _realize_exactly_as_traced if exact else _realize_as_traced
     store = ctx.realize_read_only if writes_no_argument(node.target) else ctx.realize
-    channels_last = plans_channels_last(ctx.options, node.target, args)
-    args = tuple(store(a, channels_last_strides(tuple(a.size))) if channels_last and i == 0
+    channels_last = channels_last_arguments(ctx.options, node.target, args)
+    args = tuple(store(a, channels_last_strides(tuple(a.size))) if i in channels_last
                  else realize(ctx, a, n, store) for i, (a, n) in enumerate(zip(args, node.args)))
     if node.target in ALIGNED_BIAS_ARGUMENT:
         args = _with_aligned_bias(ctx, args, ALIGNED_BIAS_ARGUMENT[node.target], store)

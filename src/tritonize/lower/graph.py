@@ -37,6 +37,7 @@ from ..ir.sizes import (
     UNBACKED_GUESS, SizeOracle, any_symbolic, as_size, example_value, is_symbolic, size_symbols, without_max_one,
 )
 from .context import LoweringContext, needs_neg_resolved
+from .conv_layout import keeps_planned_layout
 from .dtypes import symbolic_size
 from .fallback import call_through_aten, is_extern
 from .host_values import move_size_values_to_host
@@ -76,7 +77,9 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
                 env[node] = _realize_shared_base(ctx, node, env[node], input_updates.get(node),
                                                  _updated_input_through_a_view(node, input_updates))
         elif node.op == "output":
-            outputs = [_lower_output(ctx, n, env) for n in _flatten_outputs(node.args[0])]
+            user_visible = node.meta.get("user_visible_output_idxs")  # a forward graph's (backend.py)
+            outputs = [_lower_output(ctx, n, env, saved=user_visible is not None and k not in user_visible)
+                       for k, n in enumerate(_flatten_outputs(node.args[0]))]
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
                     ctx.sizes, set(ctx.unbacked))
     check_symbols_bound(graph)
@@ -445,7 +448,9 @@ def _symbolic_size_question(err: TypeError) -> bool:
     return any(text in str(err) for text in SYMBOLIC_SIZE_QUESTIONS)
 
 
-def _lower_output(ctx, node, env) -> GraphOutput:
+def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
+    """saved: a forward graph's output that only the backward reads, whose layout may be ours
+    (conv_layout.keeps_planned_layout)."""
     if not isinstance(node, torch.fx.Node):
         return GraphOutput(None, node)
     ctx.current_node = node
@@ -455,6 +460,11 @@ def _lower_output(ctx, node, env) -> GraphOutput:
     meta = node.meta.get("val")
     stride = dense_strides(meta) if isinstance(meta, torch.Tensor) else contiguous_strides(value.size)
     view = strided_view_of(value, ctx.sizes)
+    if saved and keeps_planned_layout(ctx.options, value, view, ctx.buffers):
+        if view is None:
+            buffer = ctx.compute_buffer(value)  # in the layout it inherits
+            value = buffer_value(buffer.name, buffer.layout)
+        return GraphOutput(ctx.realize(value))
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
         eager_stride = symbolic_size(meta.stride()) if meta is not None else stride
