@@ -126,6 +126,25 @@ def test_saved_activations_leave_the_forward_channels_last(device):
     assert copies == {"forward": [0, 2], "backward": [0, 1]}, str(report)
 
 
+def test_a_computed_argument_of_attention_keeps_the_traced_layout(device):
+    """A value computed from a convolution's channels-last result and handed to an aten op is
+    stored as traced (contiguous), not channels-last: CPU flash attention read a channels-last
+    query as if its last stride were 1 (a review of the nineteenth session: 2.6 off eager)."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(4, 4, 3, padding=1).to(device).eval()
+
+    def fn(x):
+        y = conv(x)  # (batch, heads, sequence, head dim)
+        q = y * 0.5
+        return torch.nn.functional.scaled_dot_product_attention(q, q, y + 1)
+
+    x = torch.randn(2, 4, 16, 8, device=device)
+    with torch.no_grad():
+        expected = fn(x)
+        actual = tritonize.compile(fn, options=CHANNELS_LAST)(x)
+    assert_same(actual, expected)
+
+
 def test_an_unknown_conv_layout_is_an_error():
     with pytest.raises(ValueError, match="conv_layout"):
         tritonize.compile(nn.ReLU(), options={"conv_layout": "nhwc"})(torch.randn(2))

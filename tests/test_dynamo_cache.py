@@ -103,6 +103,20 @@ def run_twice_unstored(cache, fn, make_args):
     return results
 
 
+def test_graphs_traced_under_other_size_guards_are_told_apart(cache, device):
+    """`a[:a.shape[0] // 2 - 1] * b` traced with a's slice as long as b (10 and 4 rows), then with
+    it 1 row long (4 and 6 rows, a broadcast): the same graph text and size ranges, other guards
+    (Eq(s0 // 2 - 1, s1) against Eq(s0 // 2 - 1, 1)). The second compile must not get the first's
+    graph from the caches (it returned 1 row where eager gives 6)."""
+    def fn(a, b):
+        return a[: a.shape[0] // 2 - 1] * b
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    for rows_a, rows_b in ((10, 4), (4, 6)):
+        a, b = torch.randn(rows_a, 3, device=device), torch.randn(rows_b, 3, device=device)
+        assert_same(compiled(a, b), fn(a, b))
+
+
 def test_input_mutation_is_not_stored(cache, device):
     def fn(x):
         x.add_(1)

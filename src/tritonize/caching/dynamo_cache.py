@@ -97,7 +97,7 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
             raise NotCacheable("the graph module has parameters or buffers of its own")
         text = graph_text(gm)
         traced = traced_inputs(gm, example_inputs)
-        inputs = [input_key(x) for x in traced] + [graph_cache.symbol_ranges(traced)]
+        inputs = [input_key(x) for x in traced] + [graph_cache.symbol_ranges(traced), graph_cache.shape_guards(traced)]
         with graph_cache.real_tensors():
             constants = graph_cache.constants_digest(gm)
         if any(len(c) == 2 for c in constants):

@@ -97,7 +97,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, options) -> str | None:
     inputs = [_input_key(x) for x in example_inputs]
     if any(k is None for k in inputs):
         return None
-    inputs.append(symbol_ranges(example_inputs))
+    inputs += [symbol_ranges(example_inputs), shape_guards(example_inputs)]
     try:
         text = graph_text(gm)
         with real_tensors():
@@ -141,6 +141,17 @@ def _input_key(value):
 def sizes_key(values) -> list:
     """Ints as they are, symbolic sizes as their expression's text."""
     return [s if type(s) is int else str(s.node.expr) for s in values]
+
+
+def shape_guards(example_inputs) -> list:
+    """The guards on symbolic sizes that the ShapeEnv holds (Dynamo's, and ours): two traces with
+    the same graph text and ranges may differ there and nowhere else. `a[:a.shape[0] // 2 - 1] * b`
+    traced with Eq(s0 // 2 - 1, s1) multiplies row by row; with Eq(s0 // 2 - 1, 1) it broadcasts
+    (a review of the nineteenth session: the Dynamo-level cache returned the first for the second)."""
+    shape_env = SizeOracle.of(example_inputs).shape_env
+    if shape_env is None:
+        return []
+    return sorted({str(guard.expr) for guard in shape_env.guards})
 
 
 def symbol_ranges(example_inputs) -> list:

@@ -84,7 +84,7 @@ class LoweringContext:
             return self._empty_buffer(value)
         if value.dtype not in TRITON_DTYPES:  # (a complex aten result copied to another layout)
             raise Unsupported(f"a {value.dtype} buffer would need a generated kernel")
-        stride = tuple(stride) if stride is not None else self._default_strides(value)
+        stride = tuple(stride) if stride is not None else contiguous_strides(value.size)
         layout = Layout(tuple(value.size), stride, 0, value.dtype, value.device)
         origins = list(dict.fromkeys(value.origins + (self.origin(),)))
         buffer = ComputedBuffer(self.new_name(), layout, value.body, origins)
@@ -92,8 +92,11 @@ class LoweringContext:
         self.operations.append(buffer)
         return buffer
 
-    def _default_strides(self, value: TensorValue) -> tuple:
-        """Contiguous, or channels-last for a value computed from channels-last buffers (lower/conv_layout.py)."""
+    def shared_strides(self, value: TensorValue) -> tuple:
+        """The layout of a value stored for our kernels to share (realize_value): contiguous, or
+        channels-last for a value computed from channels-last buffers (lower/conv_layout.py). Not
+        for an aten call's argument (realize): aten ops may assume what the trace gave them, a
+        unit last stride (CPU flash attention read a channels-last query wrongly: review)."""
         if inherits_channels_last(self.options, value, self.buffers):
             return channels_last_strides(tuple(value.size))
         return contiguous_strides(value.size)
@@ -138,7 +141,7 @@ class LoweringContext:
         """Like realize, but hands back a TensorValue that loads from the buffer."""
         if strided_view_of(value) is not None:
             return value
-        buffer = self.compute_buffer(value)
+        buffer = self.compute_buffer(value, self.shared_strides(value))
         return buffer_value(buffer.name, buffer.layout)
 
     def maybe_realize_shared(self, value: TensorValue, num_users: int) -> TensorValue:

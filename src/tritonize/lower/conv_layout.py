@@ -128,7 +128,7 @@ def layout_copies(graph) -> list:
     returned = {out.view.buffer_name for out in graph.outputs if out.view is not None}
     inside = edges = 0
     for op in graph.operations:
-        source = _copied_buffer(op, graph.buffers) if isinstance(op, ComputedBuffer) else None
+        source = _copied_buffer(op, graph.buffers) if type(op) is ComputedBuffer else None  # (not a reduction)
         if source is None or _same_nonunit_strides(op.layout.size, op.layout.stride, source.layout.stride):
             continue
         if isinstance(source, InputBuffer) or op.name in returned:

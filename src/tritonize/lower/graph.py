@@ -462,7 +462,7 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
     view = strided_view_of(value, ctx.sizes)
     if saved and keeps_planned_layout(ctx.options, value, view, ctx.buffers):
         if view is None:
-            buffer = ctx.compute_buffer(value)  # in the layout it inherits
+            buffer = ctx.compute_buffer(value, ctx.shared_strides(value))  # in the layout it inherits
             value = buffer_value(buffer.name, buffer.layout)
         return GraphOutput(ctx.realize(value))
     if view is not None:
