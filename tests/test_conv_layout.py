@@ -192,11 +192,11 @@ def test_auto_layout_decides_per_graph(device_type, dtype, role, expected):
     from tritonize.lower import conv_layout
 
     assert make_options().conv_layout == "auto"
-    gm, inputs = traced_convolution(device_type, dtype)
-    options, note = conv_layout.decide(make_options(), gm, inputs, role)
+    gm, _ = traced_convolution(device_type, dtype)
+    options, note = conv_layout.decide(make_options(), gm, role)
     assert options.conv_layout == expected
     assert note.startswith(f"convolution layout: {expected} (")
-    forced, no_note = conv_layout.decide(make_options(conv_layout="as_traced"), gm, inputs, role)
+    forced, no_note = conv_layout.decide(make_options(conv_layout="as_traced"), gm, role)
     assert forced.conv_layout == "as_traced" and no_note is None
 
 

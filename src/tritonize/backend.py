@@ -45,7 +45,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             graph_id = next(_GRAPH_IDS)
             if user_outputs is not None:
                 mark_user_visible_outputs(gm, user_outputs)
-            graph_options, layout_note = conv_layout.decide(options, gm, example_inputs, role)
+            graph_options, layout_note = conv_layout.decide(options, gm, role)
             compiled = compile_graph_cached(gm, example_inputs, graph_options, graph_id)
             if layout_note and layout_note not in compiled.artifacts.notes:
                 compiled.artifacts.notes.append(layout_note)

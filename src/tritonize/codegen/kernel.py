@@ -143,7 +143,7 @@ INTEGER_DIVISIONS = {"floordiv": "floor division", "truncdiv": "division", "rema
 
 
 class _BodyWriter:
-    # A pointwise kernel's load is masked only along the dims its index reads (`_masks_of_dims_read`);
+    # A pointwise kernel's load is masked only along the dims its index reads (`masks_of_dims_read`);
     # reduction kernels keep the whole mask (their masked lanes must read the neutral 0).
     NARROW_LOAD_MASKS = True
 
@@ -193,6 +193,18 @@ class _BodyWriter:
         symbol), not only size parameters: a constant index is a scalar in Triton."""
         params = set(self.size_renames.values())
         return bool(sympy.sympify(index).free_symbols - params)
+
+    def masks_of_dims_read(self, mask: str, index) -> str | None:
+        """The parts of the base mask ("xmask", "ymask") along dims that `index` varies with. A lane
+        out of range along a dim the index does not read loads the element of its in-range dims,
+        valid memory, and no store keeps it. So a per-channel parameter of a 2-D tile is loaded
+        [YBLOCK, 1] and its math runs once per row, not [YBLOCK, XBLOCK] (a depthwise convolution's
+        batch-norm epilogue, NHWC in and NCHW out: 66.8 us against Inductor's 15.6 us on the H100
+        with the whole mask)."""
+        read = sympy.sympify(index).free_symbols
+        dims = {"xmask": self.space.x_dims, "ymask": self.space.y_dims}
+        kept = [part for part in mask.split(" & ") if any(symbol in read for symbol, _ in dims[part])]
+        return " & ".join(kept) if kept else None
 
     def is_host_scalar(self, buffer_name: str) -> bool:
         return getattr(self.buffers.get(buffer_name), "host_scalar", False)
@@ -283,7 +295,7 @@ class _BodyWriter:
         if indirect and mask:  # the offset takes the mask's shape; masked lanes read element 0
             offset = f"tl.where({mask}, {offset}, 0)"
         elif mask is not None and mask == self.base_mask and self.NARROW_LOAD_MASKS:
-            mask = _masks_of_dims_read(mask, rewritten)
+            mask = self.masks_of_dims_read(mask, rewritten)
         mask_text = f", {mask}, other=0" if mask else ""
         return self.new_var(f"tl.load({pointer} + {offset}{mask_text}{self.cache_hint(rewritten)})")
 
@@ -298,18 +310,6 @@ class _BodyWriter:
         mask_text = f", {self.base_mask}" if self.base_mask else ""
         pointer = self.pointer(buffer.name, stored=True)
         self.lines.append(f"tl.store({pointer} + {_parenthesize(index_text)}, {value}{mask_text})")
-
-
-def _masks_of_dims_read(mask: str, index) -> str | None:
-    """The parts of a pointwise kernel's base mask ("xmask", "ymask") along dims that `index`
-    varies with. A lane out of range along a dim the index does not read loads the element of its
-    in-range dims, valid memory, and no store keeps it. So a per-channel parameter of a 2-D tile
-    is loaded [YBLOCK, 1] and its math runs once per row, not [YBLOCK, XBLOCK] (a depthwise
-    convolution's batch-norm epilogue, NHWC in and NCHW out: 66.8 us against Inductor's 15.6 us
-    on the H100 with the whole mask)."""
-    prefixes = {str(s)[0] for s in index.free_symbols if str(s)[:1] in "xy" and str(s)[1:].isdigit()}
-    kept = [part for part in mask.split(" & ") if part[0] in prefixes]
-    return " & ".join(kept) if kept else None
 
 
 def host_scalar_argument(buffer_name: str) -> str:

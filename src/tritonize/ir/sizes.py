@@ -305,3 +305,10 @@ class SizeOracle:
             return False
         self._guard(sympy.Le(value, limit))
         return True
+
+
+def same_strides(size, a, b) -> bool:
+    """Equal strides wherever the dim has more than one element (a size-1 or empty dim's stride is
+    free); symbolic ones equal once expanded (a view's 256*(s0 + s1) is eager's 256*s0 + 256*s1)."""
+    return all(x == y or s == 1 or (isinstance(s, int) and s <= 1) or sympy.expand(x - y) == 0
+               for s, x, y in zip(size, a, b))

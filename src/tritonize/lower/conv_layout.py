@@ -10,17 +10,18 @@ input and output around every call. With conv_layout="channels_last":
   convolution asks for;
 * a value stored for another reason (read by two consumers: a ResNet block's input, read by its
   first convolution and by the residual sum) takes the layout of the channels-last buffer of its
-  batch and channel sizes that it reads (`inherits_channels_last`). Stored contiguous, it was written twice, NCHW for
-  the sum and NHWC for the convolution, by one transposing kernel: 4.2 ms of ResNet-50's 12 on
-  the H100. A 4-D value that reads no such buffer (attention's scores in a ViT) keeps the
+  batch and channel sizes that it reads (`inherits_channels_last`). Stored contiguous, it was
+  written twice, NCHW for the sum and NHWC for the convolution, by one transposing kernel: 4.2 ms
+  of ResNet-50's 12 on the H100. An aten op's argument is stored as traced. A 4-D value that reads no such buffer (attention's scores in a ViT) keeps the
   contiguous layout its matmuls want;
 * graph outputs keep eager's strides (lower/graph.py copies at the edge where they differ).
 "as_traced" keeps the traced layouts. "auto" (the default) decides per aten graph (`decide`):
 channels-last for an inference graph with 2-D convolutions on CUDA in fp16/bf16, where the H100
 measured it (bench/layout_gpu.sh; docs/benchmarks.md, nineteenth session): ResNet-50 4.9 -> 3.3 ms,
-MobileNetV3 5.5 -> 3.0 ms, ViT unchanged. Training graphs stay as traced: their forward returns the
-saved activations in eager's (NCHW) layout and the backward is not planned, and channels-last
-measured slower there (ResNet-50 20.0 -> 24.8 ms). fp32 is not measured."""
+MobileNetV3 5.5 -> 3.0 ms, ViT unchanged. Training graphs stay as traced: channels-last measured
+slower there (ResNet-50 20.0 -> 24.8 ms) while the forward still returned its saved activations
+NCHW. Under "channels_last" it now returns them NHWC (`keeps_planned_layout`) and the backward's
+convolutions read NHWC (`channels_last_arguments`); not measured yet. fp32 is not measured."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,12 +30,13 @@ import torch
 
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, InputBuffer
+from ..ir.sizes import same_strides
 
 aten = torch.ops.aten
 CONVOLUTIONS = (aten.convolution.default, aten._convolution.default)
 
 
-def decide(options, gm, example_inputs, role: str):
+def decide(options, gm, role: str):
     """(options with conv_layout "auto" settled for this aten graph, the report's note or None)."""
     if options.conv_layout != "auto":
         return options, None
@@ -97,7 +99,7 @@ def inherits_channels_last(options, value, buffers) -> bool:
     for load in ex.loads(value.body):
         layout = buffers[load.args[0]].layout
         if len(layout.size) == 4 and tuple(layout.size[:2]) == tuple(value.size[:2]) and \
-                _same_nonunit_strides(layout.size, layout.stride, channels_last_strides(tuple(layout.size))):
+                same_strides(layout.size, layout.stride, channels_last_strides(tuple(layout.size))):
             return True
     return False
 
@@ -113,12 +115,7 @@ def keeps_planned_layout(options, value, view, buffers) -> bool:
         return inherits_channels_last(options, value, buffers)
     name, size, stride, offset = view
     return not isinstance(buffers[name], InputBuffer) and offset == 0 and \
-        _same_nonunit_strides(size, stride, channels_last_strides(tuple(size)))
-
-
-def _same_nonunit_strides(size, a, b) -> bool:
-    """Equal strides wherever the dim has more than one element (a size-1 dim's stride is free)."""
-    return all(x == y for s, x, y in zip(size, a, b) if s != 1)
+        same_strides(size, stride, channels_last_strides(tuple(size)))
 
 
 def layout_copies(graph) -> list:
@@ -129,7 +126,7 @@ def layout_copies(graph) -> list:
     inside = edges = 0
     for op in graph.operations:
         source = _copied_buffer(op, graph.buffers) if type(op) is ComputedBuffer else None  # (not a reduction)
-        if source is None or _same_nonunit_strides(op.layout.size, op.layout.stride, source.layout.stride):
+        if source is None or same_strides(op.layout.size, op.layout.stride, source.layout.stride):
             continue
         if isinstance(source, InputBuffer) or op.name in returned:
             edges += 1

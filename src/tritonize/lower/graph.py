@@ -34,7 +34,8 @@ from . import (  # noqa: F401  (registers lowerings)
     special, symbolic, unbacked, user_kernel, views,
 )
 from ..ir.sizes import (
-    UNBACKED_GUESS, SizeOracle, any_symbolic, as_size, example_value, is_symbolic, size_symbols, without_max_one,
+    UNBACKED_GUESS, SizeOracle, any_symbolic, as_size, example_value, is_symbolic, same_strides, size_symbols,
+    without_max_one,
 )
 from .context import LoweringContext, needs_neg_resolved
 from .conv_layout import keeps_planned_layout
@@ -309,7 +310,7 @@ def _realize_shared_base(ctx, node, value, updated_input=None, viewed_input=None
         updated_input = viewed_input if input_strides is not None else None
     view = strided_view_of(value)
     if (view is not None and not isinstance(ctx.buffers[view[0]], InputBuffer)
-            and _same_strides(value.size, view[2], input_strides or symbolic_size(meta.stride()))):
+            and same_strides(value.size, view[2], input_strides or symbolic_size(meta.stride()))):
         if input_strides:
             ctx.input_layout_buffers.add(view[0])
         return value
@@ -421,7 +422,7 @@ def _input_alias_view(ctx, node, meta):
 
 def _is_dense(meta: torch.Tensor) -> bool:
     stride = symbolic_size(meta.stride())
-    return _same_strides(symbolic_size(meta.shape), dense_strides(meta), stride)
+    return same_strides(symbolic_size(meta.shape), dense_strides(meta), stride)
 
 
 def dense_strides(meta: torch.Tensor):
@@ -468,8 +469,8 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
         eager_stride = symbolic_size(meta.stride()) if meta is not None else stride
-        same_strides = _same_strides(value.size, view[2], eager_stride) or view[0] in ctx.input_layout_buffers
-        if same_strides and (not from_input or _aliases_input(node)):
+        kept_strides = same_strides(value.size, view[2], eager_stride) or view[0] in ctx.input_layout_buffers
+        if kept_strides and (not from_input or _aliases_input(node)):
             return GraphOutput(ctx.realize(value))
     if _aliases_input(node):
         # AOTAutograd rebuilds an output that aliases an input from our result's size, stride
@@ -482,8 +483,3 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
     return GraphOutput(ctx.realize(buffer_value(buffer.name, buffer.layout)))
 
 
-def _same_strides(size, a, b) -> bool:
-    """Equal strides, or sizes of 1 (any stride); symbolic ones equal once expanded (a view's
-    256*(s0 + s1) is eager's 256*s0 + 256*s1)."""
-    return all(x == y or (isinstance(s, int) and s <= 1) or sympy.expand(x - y) == 0
-               for s, x, y in zip(size, a, b))
