@@ -134,3 +134,35 @@ def test_a_stencil_chain_is_recomputed_in_one_kernel(device):
     tail = torch.randint(-8, 8, (2, 5), device=device).to(torch.float32)
     report = check(lambda t, a: torch.diff(t, n=8, dim=0, append=a), x.float(), tail, atol=0, rtol=0)
     assert len(report.kernels) == 1 and not report.fallbacks, report.wrapper
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_value_two_matmuls_read_is_computed_once(device, transposed):
+    """Each matmul reads its operand from memory: a value two of them read is stored once, not
+    computed by a kernel of its own for each (one of them wanting it transposed)."""
+    def fn(x, y, w, v):
+        h = torch.sin(x) * y
+        return h @ w, (h.t() if transposed else h) @ v
+    v = _rand(64, 8, device=device) if transposed else _rand(32, 8, device=device)
+    report = check(fn, _rand(64, 32, device=device), _rand(64, 32, device=device), _rand(32, 8, device=device), v)
+    assert len(report.kernels) == 1 and not report.fallbacks
+
+
+def test_a_value_a_matmul_and_a_kernel_read_is_computed_once(device):
+    def fn(x, y, w):
+        h = torch.sin(x) * y
+        return h @ w, h.cos()
+    report = check(fn, _rand(64, 32, device=device), _rand(64, 32, device=device), _rand(32, 8, device=device))
+    assert len(report.kernels) == 1 and not report.fallbacks
+
+
+def test_a_value_scaled_by_0d_tensors_is_recomputed_not_stored(device):
+    """A 0-d tensor's load is one number: x * a * b (a and b computed sums) reads one stream and
+    is recomputed by its two consumers (a row sum and the result, viewed otherwise) rather than
+    stored for them (cross entropy's backward)."""
+    def fn(x, y, z):
+        h = x * y.sum() * z.sum()
+        return (h - h.sum(1, keepdim=True)).view(8, 8, 96)
+    report = check(fn, _rand(64, 96, device=device), _rand(8, device=device), _rand(8, device=device))
+    stores = [k.source.count("tl.store") for k in report.kernels]
+    assert stores == [2, 1, 1], stores  # the two sums, the rows' sums, the result: h is not stored

@@ -76,7 +76,8 @@ def test_grids():
 
 # Default mode on the GPU: the first pick, then the alternatives timed against it
 DEFAULT_MODE = [
-    (("reduction", 4096, 1, 100_000, "outer"), [({"XBLOCK": 64, "RBLOCK": 256}, 8), ({"XBLOCK": 64, "RBLOCK": 128}, 8)]),
+    (("reduction", 4096, 1, 100_000, "outer"), [({"XBLOCK": 64, "RBLOCK": 256}, 8), ({"XBLOCK": 64, "RBLOCK": 128}, 8),
+                                            ({"XBLOCK": 16, "RBLOCK": 256}, 4)]),
     (("reduction", 8192, 1, 32000, "inner"), [({"XBLOCK": 1, "RBLOCK": 4096}, 4), ({"XBLOCK": 1, "RBLOCK": 2048}, 8)]),
     (("reduction", 100_000, 1, 100, "inner"), [({"XBLOCK": 1, "RBLOCK": 128}, 4), ({"XBLOCK": 4, "RBLOCK": 128}, 4)]),
     (("reduction", 96, 1, 1000, None), [({"XBLOCK": 1, "RBLOCK": 1024}, 4), ({"XBLOCK": 64, "RBLOCK": 256}, 8)]),
@@ -268,3 +269,17 @@ def test_an_adaptive_reduction_takes_the_configs_of_its_bucket_body(rnumel, hint
             assert all(is_valid(shape, step) for step in neighbors(shape, config))
     wrong_body = dict(configs[0].blocks, PERSISTENT=1 - int(persistent))
     assert not is_valid(shape, dataclasses.replace(configs[0], blocks=wrong_body))
+
+
+@pytest.mark.parametrize("columns, programs", [(768, 96), (1024, 128), (2048, 256)])
+def test_an_outer_reduction_of_few_columns_also_tries_narrow_programs(columns, programs):
+    """A layer norm's weight gradient sums 768 columns over 1048 rows: programs of 64 columns
+    leave most SMs idle (12 programs), so narrower ones are timed too."""
+    shape = KernelShape("reduction", columns, 1, 1048, "outer")
+    grids = [config.grid[0] for config in candidates(shape, "default", on_gpu=True, device=H100)]
+    assert grids[0] == columns // 64 and programs in grids[1:], grids
+
+
+def test_an_outer_reduction_of_many_columns_keeps_its_wide_programs():
+    shape = KernelShape("reduction", 64 * H100.sm_count, 1, 1048, "outer")
+    assert {config.blocks["XBLOCK"] for config in candidates(shape, "default", on_gpu=True, device=H100)} == {64}

@@ -52,14 +52,15 @@ def leaf_copies(inputs):
     return [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
 
 
-def check_training(make_model, inputs, loss_fn=mean_square, autocast_dtype=None, expected_fallbacks=(), **tol):
+def check_training(make_model, inputs, loss_fn=mean_square, autocast_dtype=None, expected_fallbacks=(),
+                   dynamic=None, **tol):
     """One training step compiled and eager; returns the compiled graphs' artifacts."""
     torch.manual_seed(0)
     eager_model = make_model().to(inputs[0].device)
     compiled_model = copy.deepcopy(eager_model)
     eager_inputs, compiled_inputs = leaf_copies(inputs), leaf_copies(inputs)
     recorder: list = []
-    compiled = torch.compile(compiled_model, backend=make_backend(make_options(), recorder))
+    compiled = torch.compile(compiled_model, backend=make_backend(make_options(), recorder), dynamic=dynamic)
     expected = train_step(eager_model, eager_inputs, loss_fn, autocast_dtype)
     actual = train_step(compiled, compiled_inputs, loss_fn, autocast_dtype)
     assert_same(actual, expected, **tol)
@@ -414,3 +415,73 @@ def test_saved_view_of_an_input_sees_the_inputs_later_in_place_change(device):
         x.add_(1)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.backward()
+
+
+class TwoEqualBranches(nn.Module):
+    """tanh(x) * 2 written twice, each read by a linear layer (which saves it for its weight's
+    gradient): the partition's common-subexpression pass makes it one value."""
+
+    def __init__(self, deduplicated: bool = False):
+        super().__init__()
+        self.a, self.b, self.deduplicated = nn.Linear(16, 16), nn.Linear(16, 16), deduplicated
+
+    def forward(self, x):
+        if self.deduplicated:
+            t = torch.tanh(x) * 2
+            return self.a(t) + self.b(t)
+        return self.a(torch.tanh(x) * 2) + self.b(torch.tanh(x) * 2)
+
+
+def test_equal_computations_are_computed_once_in_training(device):
+    x = randn(8, 16, device=device)
+    saved = []
+    for deduplicated in (False, True):
+        check_training(lambda: TwoEqualBranches(deduplicated), [x])
+        torch._dynamo.reset()
+        compiled = torch.compile(TwoEqualBranches(deduplicated).to(device), backend="tritonize")
+        saved.append(saved_bytes(lambda: compiled(x).square().mean()))
+    assert saved[0] == saved[1], saved  # written twice, saved once
+
+
+class ScaledRotation(nn.Module):
+    """A float attribute (a CPU tensor input under dynamic=True) cast to the model's dtype and
+    multiplied into two branches, as a rotary embedding's attention scaling: its gradient needs
+    the cast value in the backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.scaling = nn.Linear(16, 16), 0.75
+
+    def forward(self, x):
+        h = self.linear(x)
+        return h.cos() * self.scaling + h.sin() * self.scaling
+
+
+def test_a_value_computed_from_a_float_attribute_is_recomputed_in_the_backward(device):
+    """Saved for the backward it would be a CPU tensor our GPU kernels cannot write (the whole
+    forward graph ran through aten on the GPU)."""
+    x = randn(4, 6, 16, device=device)
+    torch._dynamo.reset()
+    check_training(ScaledRotation, [x], autocast_dtype=torch.bfloat16, dynamic=True, **BF16_TOL)
+
+
+def test_cross_entropy_backward_is_two_kernels_with_symbolic_sizes(device):
+    """The gradient's one-hot (a scatter of -1 into zeros, one position a row) is a pointwise
+    select even when the targets' and the logits' row counts are separate symbols (guarded
+    equal), and the incoming gradient, one number, does not make it a stored value: a kernel
+    for the rows' sums and one for the gradient, no full-size zeros or one-hot buffers."""
+    recorder: list = []
+    torch._dynamo.reset()
+    loss_fn = torch.compile(lambda logits, target: F.cross_entropy(logits.view(-1, 40), target.view(-1)),
+                            backend=make_backend(make_options(), recorder), dynamic=True)
+    # rows of the logits (batch x length) and targets laid out otherwise: separate size symbols
+    for logits_size, target_size in (((2, 6, 40), (3, 4)), ((4, 6, 40), (3, 8))):
+        logits = torch.randn(logits_size, device=device)
+        target = torch.randint(0, 40, target_size, device=device)
+        target[0, 0] = -100  # ignored
+        compiled_logits, eager_logits = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+        loss_fn(compiled_logits, target).backward()
+        F.cross_entropy(eager_logits.view(-1, 40), target.view(-1)).backward()
+        assert_same(compiled_logits.grad, eager_logits.grad)
+    backward = [a for a in recorder if a != "graph" and a.role == "backward"][-1]
+    assert len(backward.kernels) == 2 and not backward.fallbacks, [k.name for k in backward.kernels]

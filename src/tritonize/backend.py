@@ -11,6 +11,7 @@ caching/precompiled.py), and under aot_compile any other graph is refused with a
 from __future__ import annotations
 
 import itertools
+import unittest.mock
 
 import torch
 import torch.utils._pytree as pytree
@@ -120,17 +121,56 @@ def partition_function(options: Options):
     The min-cut partitioner chooses what to save by the ops a fusing compiler recomputes cheaply
     (its "inductor" op set: pointwise and views; never random ops nor matmuls), which are ours."""
     if options.partitioner == "min_cut":
-        return _min_cut_without_cse
+        return _min_cut_random_safe
     return default_partition
 
 
-def _min_cut_without_cse(joint_module, joint_inputs, **kwargs):
-    """The min-cut partition with its common-subexpression pass off: that pass merges two equal
-    random draws whose op is not on its list (randn_like, uniform, exponential, ...) into one,
-    so `randn_like(x) - randn_like(x)` gave 0 in training (a review of the eighteenth session).
-    Our kernels merge equal expressions themselves."""
-    with functorch_config.patch(cse=False):
+def _min_cut_random_safe(joint_module, joint_inputs, **kwargs):
+    """The min-cut partition, its common-subexpression pass kept away from random ops. That pass
+    merges equal calls except those of its own list of random ops, which lacks randn_like,
+    uniform, exponential and others: `randn_like(x) - randn_like(x)` gave 0 in training (a review
+    of the eighteenth session). The list is widened, for this call, by every op of the graph that
+    torch tags as drawing random numbers; the pass still merges the rest (each layer's copy of
+    one attention mask, saved once instead of once a layer)."""
+    from torch._functorch import compile_utils
+
+    _recompute_host_scalars(joint_module.graph)
+    random_ops = _random_op_packets(joint_module.graph)
+    if not hasattr(compile_utils, "rand_ops"):  # a torch whose pass we cannot widen: no pass
+        with functorch_config.patch(cse=False):
+            return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
+    widened = list(compile_utils.rand_ops) + [op for op in random_ops if op not in compile_utils.rand_ops]
+    with unittest.mock.patch.object(compile_utils, "rand_ops", widened):
         return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
+
+
+def _recompute_host_scalars(graph: torch.fx.Graph) -> None:
+    """In a graph on a GPU, values computed as 0-d CPU tensors (arithmetic on the float
+    attributes Dynamo passes as CPU tensors with dynamic=True, such as a rotary embedding's
+    scaling cast to the model's dtype) are recomputed in the backward, never saved: our kernels
+    take such values as numbers inside the GPU kernels that read them, and cannot store one
+    into a CPU tensor for the backward. The CPU input it comes from is saved instead."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    values = [node.meta.get("val") for node in graph.nodes]
+    if not any(isinstance(v, torch.Tensor) and v.device.type == "cuda" for v in values):
+        return
+    for node, value in zip(graph.nodes, values):
+        if node.op == "call_function" and isinstance(value, torch.Tensor) and value.dim() == 0 \
+                and value.device.type == "cpu":
+            node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+
+
+def _random_op_packets(graph: torch.fx.Graph) -> list:
+    """The op packets of the graph's calls that draw random numbers (torch's
+    nondeterministic_seeded tag), as the CSE pass compares them."""
+    packets = []
+    for node in graph.nodes:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags:
+            if target.overloadpacket not in packets:
+                packets.append(target.overloadpacket)
+    return packets
 
 
 def start_gpu_runtime(example_inputs, compiling: bool) -> None:

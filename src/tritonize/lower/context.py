@@ -144,14 +144,15 @@ class LoweringContext:
         buffer = self.compute_buffer(value, self.shared_strides(value))
         return buffer_value(buffer.name, buffer.layout)
 
-    def maybe_realize_shared(self, value: TensorValue, num_users: int) -> TensorValue:
-        """Store a value once if inlining it into every consumer would cost more memory traffic."""
+    def maybe_realize_shared(self, value: TensorValue, num_users: int, memory_readers: int = 0) -> TensorValue:
+        """Store a value once if inlining it into every consumer would cost more memory traffic,
+        or if one of its several consumers reads it from memory anyway (a library op)."""
         if strided_view_of(value) is not None or any(s == 0 for s in value.size):
             return value
         n_ops = ex.count_ops(value.body)
         if n_ops > MAX_INLINE_OPS:
             return self.realize_value(value)
-        if num_users > 1 and _costly_to_recompute(value.body, n_ops):
+        if num_users > 1 and (memory_readers or _costly_to_recompute(value.body, n_ops)):
             return self.realize_value(value)
         return value
 
@@ -200,8 +201,9 @@ SELECTION_OPS = frozenset({"where", "masked", "lt", "le", "gt", "ge", "eq", "ne"
 def _costly_to_recompute(body, n_ops: int) -> bool:
     """Whether a value several consumers read is better stored: it reads more than
     MAX_INLINE_LOADS_FOR_SHARED streams, or has more ops than MAX_INLINE_OPS_FOR_SHARED (a
-    stencil: more arithmetic than MAX_INLINE_ARITHMETIC_FOR_STENCIL)."""
-    loads = ex.loads(body)
+    stencil: more arithmetic than MAX_INLINE_ARITHMETIC_FOR_STENCIL). A load at a constant index
+    (a 0-d tensor such as a loss's incoming gradient) is one number, no stream."""
+    loads = [e for e in ex.loads(body) if sympy.sympify(e.args[1]).free_symbols]
     streams = _distinct_streams(loads)
     if streams > MAX_INLINE_LOADS_FOR_SHARED:
         return True

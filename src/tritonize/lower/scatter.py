@@ -150,7 +150,7 @@ def _scatter(ctx, node, x, dim, index, src, mode):
             return ex.to_dtype(src.at(at), x.dtype)
         return ex.constant(src, x.dtype)
 
-    if _one_per_row(x, index, dim):
+    if _one_per_row(ctx.sizes, x, index, dim):
         return _scatter_one_per_row(x, index, dim, src_at, mode, check)
     bindings, position_fn = along_dim(node, x, dim, index.at(out), out)
     return scatter_into_copy(ctx, node, x, index.size, bindings, position_fn, src_at(out), mode)
@@ -164,8 +164,12 @@ def along_dim(node, x, dim: int, index: ex.Expr, out: list) -> tuple:
     return bindings, lambda symbols: out[:dim] + [symbols[0]] + out[dim + 1:]
 
 
-def _one_per_row(x, index, dim) -> bool:
-    return index.size[dim] == 1 and all(index.size[k] == x.size[k] for k in range(x.rank) if k != dim)
+def _one_per_row(sizes, x, index, dim) -> bool:
+    """Whether index holds one position for each row of x along dim (cross entropy's backward:
+    a -1 at each row's target). Symbolic sizes equal only at run time (the targets' and the
+    logits' row counts, separate symbols) are guarded equal."""
+    equal = sizes.guard_equal if sizes is not None else (lambda a, b: a == b)
+    return index.size[dim] == 1 and all(equal(index.size[k], x.size[k]) for k in range(x.rank) if k != dim)
 
 
 def _scatter_one_per_row(x, index, dim, src_at, mode, check):

@@ -43,6 +43,7 @@ MAX_PERSISTENT_SCAN_RBLOCK = 2048  # longer rows are scanned in chunks with a ca
 CPU_MAX_SCAN_RBLOCK = 1 << 12  # looped scans in the interpreter (looped_scan_config)
 CPU_MIN_SCAN_CHUNKS = 4
 MAX_GRID = 2**31 - 1
+MIN_NARROW_XBLOCK = 8  # columns a program of a looped outer reduction, at the fewest
 MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
 ADAPTIVE = "adaptive_reduction"
@@ -342,7 +343,7 @@ def candidates(shape: KernelShape, mode: str, on_gpu: bool, device: DeviceInfo |
     pick = first_pick(shape, on_gpu)
     found = [pick]
     if on_gpu and shape.kind == "reduction":
-        found += _looped_alternatives(shape)
+        found += _looped_alternatives(shape, device)
     if on_gpu and shape.kind in ("persistent_reduction", "scan"):
         found += _persistent_alternatives(shape, pick, device)
     if on_gpu and is_max_autotune(mode):
@@ -380,21 +381,34 @@ def _persistent_alternatives(shape: KernelShape, pick: LaunchConfig, device: Dev
     return out
 
 
-def _looped_alternatives(shape: KernelShape) -> list[LaunchConfig]:
+def _looped_alternatives(shape: KernelShape, device: DeviceInfo) -> list[LaunchConfig]:
     """Default mode for looped reductions: a measured neighbor of the first pick (bench/
     reduction_configs.py: inner 1 x 2048 with 8 warps; outer 64 x 128 with 8 warps, 76.5% of copy
     bandwidth against 78.0% for the pick), the outer shape for rows without a hint, and for short
-    rows several whole rows a program."""
+    rows several whole rows a program. An outer reduction with too few columns to give every SM
+    a program of 64 (a layer norm's weight gradient: 768 columns of 1048 rows, 12 programs)
+    also tries narrower programs (_narrow_outer)."""
     def config(x, r, warps):
         return make_config(shape, clamp(shape, {"XBLOCK": x, "RBLOCK": r}), warps)
 
     rows = triton.next_power_of_2(shape.rnumel)
     tiny = [config(max(1, 512 // rows), rows, 4)] if shape.rnumel < 256 else []
     if shape.hint == "outer":
-        return [config(64, 128, 8)]
+        return [config(64, 128, 8)] + _narrow_outer(shape, device, config)
     if shape.hint == "inner":
         return tiny or [config(1, 2048, 8)]
     return ([config(64, 256, 8)] if shape.xnumel >= 64 else []) + tiny
+
+
+def _narrow_outer(shape: KernelShape, device: DeviceInfo, config) -> list[LaunchConfig]:
+    """For an outer reduction of few columns: programs of fewer columns (down to MIN_NARROW_XBLOCK,
+    a 16-byte row segment of bf16) until the grid covers every SM, 256 rows a step."""
+    if triton.cdiv(shape.xnumel, 64) >= device.sm_count:
+        return []
+    xblock = 32
+    while xblock > MIN_NARROW_XBLOCK and triton.cdiv(shape.xnumel, xblock) < device.sm_count:
+        xblock //= 2
+    return [config(xblock, 256, 4)]
 
 
 def _wide_set(shape: KernelShape) -> list[LaunchConfig]:

@@ -3,7 +3,8 @@
 * Dead buffers (computed but never read by an output or an extern) are dropped.
 * Consecutive computed buffers over the same iteration space fuse into one kernel group when the
   later ones read the earlier ones only at the element they are computing (same index), so no
-  thread needs another thread's result.
+  thread needs another thread's result. A library call between them (a matmul that reads the
+  first) does not separate them unless the later buffer reads the call's result (`_can_pass`).
 * Reductions over the same rows fuse with each other and with pointwise buffers shaped like their
   input or their output (schedule/rows.py), under the same rule: a buffer reads the group's
   buffers only at the element (or the row) it computes. Such a group is a reduction kernel.
@@ -17,6 +18,8 @@ Not responsible for: iteration order or tiling inside a kernel (codegen/kernel.p
 from __future__ import annotations
 
 import dataclasses
+
+import torch
 
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
@@ -179,17 +182,33 @@ def _joins(group: KernelGroup | None, op: ComputedBuffer) -> bool:
 def fuse(operations: list) -> list:
     steps: list = []
     group: KernelGroup | None = None
+    passed: set[str] = set()  # what the library calls after the open group's kernel produce
     for op in operations:
         if isinstance(op, ComputedBuffer):
-            if _joins(group, op):
+            if _joins(group, op) and not reads_of(op) & passed:
                 group.buffers.append(op)
                 continue
-            group = KernelGroup([op], rows=_row_space(op))
+            group, passed = KernelGroup([op], rows=_row_space(op)), set()
             steps.append(group)
+        elif group is not None and _can_pass(op):
+            passed |= {out.buffer.name for out in op.outputs}
+            steps.append(op)
         else:
             group = None
             steps.append(op)
     return steps
+
+
+def _can_pass(op) -> bool:
+    """Whether a buffer computed after this call may be computed before it, in the open kernel
+    group (a matmul between a value and its second consumer): a library call that writes none of
+    its arguments, draws no random numbers and binds no data-dependent sizes. The buffer must
+    also not read the call's results (fuse checks)."""
+    if not isinstance(op, ExternCall) or op.after:
+        return False
+    schema = getattr(op.target, "_schema", None)
+    tags = getattr(op.target, "tags", ())
+    return schema is not None and not schema.is_mutable and torch.Tag.nondeterministic_seeded not in tags
 
 
 def _row_space(op: ComputedBuffer) -> RowSpace | None:
