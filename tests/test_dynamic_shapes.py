@@ -643,3 +643,21 @@ def test_a_flat_view_of_a_step_sliced_input_mutated_in_place():
         assert_same(out, expected)
         assert out.stride() == expected.stride()
         assert_same(x, x_eager)
+
+
+def test_attention_reads_a_stored_channels_last_value_with_a_unit_last_stride():
+    """g, read by two consumers, is stored once in its own (NCHW) layout; attention's query, a
+    transposed view of it, has a last stride of H*W where the trace had 1, so the call gets a
+    copy with the traced strides, with symbolic sizes too (it read the view as it was: a review
+    of the twentieth session found errors of 6.6)."""
+    import torch.nn.functional as F
+
+    def fn(x, y, z):
+        g = x * y + z
+        q = g.flatten(2).transpose(1, 2).unsqueeze(1)
+        return F.scaled_dot_product_attention(q, q, q), g.sigmoid()
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    with torch.no_grad():
+        for side in (6, 7):
+            args = [randn(2, 8, side, side).to(memory_format=torch.channels_last) for _ in range(3)]
+            assert_same(compiled(*args), fn(*args))

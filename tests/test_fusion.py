@@ -166,3 +166,15 @@ def test_a_value_scaled_by_0d_tensors_is_recomputed_not_stored(device):
     report = check(fn, _rand(64, 96, device=device), _rand(8, device=device), _rand(8, device=device))
     stores = [k.source.count("tl.store") for k in report.kernels]
     assert stores == [2, 1, 1], stores  # the two sums, the rows' means, the result: h is not stored
+
+
+def test_a_kernel_after_a_matmul_keeps_its_own_kind(device):
+    """A reduction that reads the matmul's result cannot join the kernel before the matmul, and
+    trying must not turn that pointwise kernel into a reduction kernel."""
+    def fn(x, w):
+        a = torch.sin(x) * 2
+        y = a @ w
+        return (a * y).sum(-1), y
+    report = check(fn, _rand(64, 32, device=device), _rand(32, 32, device=device))
+    assert [k.kind for k in report.kernels] == ["pointwise", "persistent_reduction"], \
+        [(k.name, k.kind) for k in report.kernels]

@@ -130,8 +130,9 @@ def _min_cut_random_safe(joint_module, joint_inputs, **kwargs):
     merges equal calls except those of its own list of random ops, which lacks randn_like,
     uniform, exponential and others: `randn_like(x) - randn_like(x)` gave 0 in training (a review
     of the eighteenth session). The list is widened, for this call, by every op of the graph that
-    torch tags as drawing random numbers; the pass still merges the rest (each layer's copy of
-    one attention mask, saved once instead of once a layer)."""
+    torch tags as drawing random numbers and every custom or higher-order op (_random_op_packets);
+    the pass still merges the rest (each layer's copy of one attention mask, saved once instead of
+    once a layer)."""
     from torch._functorch import compile_utils
 
     _recompute_host_scalars(joint_module.graph)
@@ -162,14 +163,22 @@ def _recompute_host_scalars(graph: torch.fx.Graph) -> None:
 
 
 def _random_op_packets(graph: torch.fx.Graph) -> list:
-    """The op packets of the graph's calls that draw random numbers (torch's
-    nondeterministic_seeded tag), as the CSE pass compares them."""
+    """What the CSE pass must leave apart, as it compares call targets: the op packets of the
+    graph's calls that draw random numbers (torch's nondeterministic_seeded tag), and every call
+    of an op outside aten and prims (a custom op may draw random numbers or have effects without
+    saying so) or of a higher-order op."""
     packets = []
     for node in graph.nodes:
         target = node.target
-        if isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags:
-            if target.overloadpacket not in packets:
-                packets.append(target.overloadpacket)
+        if node.op != "call_function":
+            continue
+        if isinstance(target, torch._ops.OpOverload):
+            apart = torch.Tag.nondeterministic_seeded in target.tags or target.namespace not in ("aten", "prims")
+            key = target.overloadpacket
+        else:
+            apart, key = isinstance(target, torch._ops.HigherOrderOperator), target
+        if apart and key not in packets:
+            packets.append(key)
     return packets
 
 

@@ -263,6 +263,11 @@ class SizeOracle:
         env = self.shape_env
         return env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val  # torch 2.11
 
+    def is_backed(self, sizes) -> bool:
+        """Whether every symbol of these sizes has an example value (none is data-dependent)."""
+        symbols = size_symbols(list(sizes))
+        return not symbols or (self.shape_env is not None and not symbols - set(self._backed()))
+
     def holds_at_hint(self, condition) -> bool:
         """Whether a condition over backed symbols holds at the example sizes (no guard)."""
         values = {s: v for s, v in self._backed().items() if s in condition.free_symbols}

@@ -18,7 +18,7 @@ from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
 from ..ir.symbols import FloorDiv
 from .conv_layout import channels_last_arguments, channels_last_meta, channels_last_strides
 from .decompositions import is_random_op
-from .dtypes import meta_value
+from .dtypes import meta_value, symbolic_size
 
 aten = torch.ops.aten
 
@@ -117,21 +117,35 @@ def _realize_as_traced(ctx, value, traced_node, store):
     contiguous last dim and the view has none: our lowering drops clone/contiguous, and the op
     may have been chosen for that layout (SDPA picks its fused kernel at trace time, for a mask
     made contiguous by graph_passes). Then it gets a copy with the traced strides. Computed
-    values are stored contiguous anyway."""
-    if not isinstance(value, TensorValue) or not all(isinstance(n, int) for n in value.size):
-        return value  # data-dependent sizes (the output of nonzero...) are left as they are
-    if value.rank == 0 or value.size[-1] <= 1:
+    values are stored contiguous anyway. Symbolic sizes too (a channels-last value stored NCHW
+    and viewed as attention's query had a last stride of H*W); data-dependent ones (the output
+    of nonzero...) are left as they are."""
+    if not isinstance(value, TensorValue) or value.rank == 0 or not _sizes_known(ctx, value.size):
+        return value
+    if _is_one(value.size[-1]):
         return value
     view = strided_view_of(value)
     traced = getattr(traced_node, "meta", {}).get("val")
     if view is None or view[2][-1] == 1 or not isinstance(traced, torch.Tensor):
         return value
-    stride = tuple(traced.stride())
-    if not all(isinstance(st, int) for st in stride) or stride[-1] != 1:
+    stride = symbolic_size(traced.stride())
+    if stride[-1] != 1:
         return value
-    if any(st == 0 and n > 1 for st, n in zip(stride, traced.shape)):  # broadcast dims: store dense
+    if any(st == 0 and not _is_one(n) for st, n in zip(stride, value.size)):  # broadcast dims: store dense
         stride = contiguous_strides(value.size)
     return store(value, stride)
+
+
+def _sizes_known(ctx, size) -> bool:
+    """Sizes that are numbers, or symbols with example values (not data-dependent)."""
+    if all(isinstance(n, int) for n in size):
+        return True
+    return ctx.sizes is not None and ctx.sizes.is_backed(size)
+
+
+def _is_one(n) -> bool:
+    """n is a size known to be at most 1 (0 or 1; a symbolic size is at least 2)."""
+    return isinstance(n, int) and n <= 1 or n == 1
 
 
 def _with_aligned_bias(ctx, args: tuple, position: int, store) -> tuple:

@@ -191,23 +191,28 @@ def _lower_call(ctx, node, env):
         else:
             if isinstance(value, TensorValue):
                 value = dataclasses.replace(value, origins=_origins(args, node))
-                return ctx.maybe_realize_shared(value, len(node.users), _readers_from_memory(node, ctx.options))
+                return ctx.maybe_realize_shared(value, len(node.users), _readers_from_memory(node))
             return value
     return _call_through_aten(ctx, node, (args, kwargs), reason)
 
 
-def _readers_from_memory(node, options) -> int:
-    """How many library ops (matmuls, attention, convolutions: is_extern) read the node's value,
-    directly or through views: each reads it from memory. A value two consumers read is then
-    stored once when one of them is such an op, not once for it and again inside another
-    consumer's kernel, nor once for each matmul in its own layout. (The graph's output is not
-    counted: a saved value stored apart from its consumer's kernel can cost a kernel more, where
+MATMUL_OPS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.mv, aten.dot}
+
+
+def _readers_from_memory(node) -> int:
+    """How many matmuls read the node's value, directly or through views: each reads it from
+    memory, in whatever strides. A value two consumers read is then stored once when one of them
+    is a matmul, not once for it and again inside another consumer's kernel, nor once for each
+    matmul in its own layout. (Attention and convolution are not counted: they need their
+    operands in given layouts, which a view of the shared value may not have. Nor is the graph's
+    output: a saved value stored apart from its consumer's kernel can cost a kernel more, where
     the fusion of same-shaped kernels would recompute it in one.)"""
     readers = 0
     for user in node.users:
-        if getattr(user.target, "overloadpacket", None) in VIEW_OPS:
-            readers += _readers_from_memory(user, options)
-        elif user.op == "call_function" and is_extern(user.target, options):
+        packet = getattr(user.target, "overloadpacket", None)
+        if packet in VIEW_OPS:
+            readers += _readers_from_memory(user)
+        elif packet in MATMUL_OPS:
             readers += 1
     return readers
 

@@ -185,7 +185,7 @@ def fuse(operations: list) -> list:
     passed: set[str] = set()  # what the library calls after the open group's kernel produce
     for op in operations:
         if isinstance(op, ComputedBuffer):
-            if _joins(group, op) and not reads_of(op) & passed:
+            if not reads_of(op) & passed and _joins(group, op):  # (_joins may set group.rows)
                 group.buffers.append(op)
                 continue
             group, passed = KernelGroup([op], rows=_row_space(op)), set()
