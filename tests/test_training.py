@@ -510,3 +510,27 @@ def test_two_calls_of_a_random_custom_op_stay_two_in_training(device):
     difference.sum().backward()
     assert difference.detach().abs().max() > 0.1  # eager: two independent draws
     assert_same(x.grad, torch.zeros_like(x))
+
+
+class MaxOfQuotient(nn.Module):
+    """amax's gradient goes where the quotient equals the saved maximum. The backward recomputes
+    the quotient inside a reduction kernel (over the expand's dim), where a division by a row
+    value became a product with its reciprocal, an ulp off the forward's division: no position
+    matched (fuzz seed 105570)."""
+
+    def forward(self, x):
+        square = x.square()
+        expanded = square.unsqueeze(0).expand(2, 8, 7)
+        top = (square / (x.abs() + 1)).amax()
+        return square, expanded, top, top * 0.25 + expanded
+
+
+def weighted_sum(outputs):
+    """A loss that weighs every element differently (each output's gradient is distinct)."""
+    return sum((o * torch.linspace(-1, 1, o.numel(), device=o.device).view(o.shape)).sum() for o in outputs)
+
+
+def test_a_quotient_recomputed_in_a_reduction_kernel_matches_its_saved_maximum(device):
+    g = torch.Generator().manual_seed(105570)
+    x = torch.randn(8, 7, generator=g).to(device).requires_grad_()
+    check_training(MaxOfQuotient, [x], loss_fn=weighted_sum)

@@ -365,10 +365,14 @@ class _ReductionWriter(_BodyWriter):
         return span >= self.space.xnumel * self.space.rnumel
 
     def _render(self, e: ex.Expr, mask):
-        """Division by a row's value (softmax's sum) multiplies by its reciprocal, computed once
-        a row: an IEEE division an element is slow on the GPU (its slow path takes the zeros a
-        masked softmax produces; measured 1.6x on an H100), and this costs at most one rounding."""
-        if e.op == "truediv" and e.dtype.is_floating_point and self._row_constant(e.args[1]):
+        """Division by a row's value that this kernel reduces (softmax's sum) multiplies by its
+        reciprocal, computed once a row: an IEEE division an element is slow on the GPU (its slow
+        path takes the zeros a masked softmax produces; measured 1.6x on an H100), and this costs
+        at most one rounding. A divisor read from memory alone divides exactly: the same quotient
+        may be computed elsewhere by a pointwise kernel and compared with this one (amax's
+        gradient: the forward's maximum against the quotient recomputed here, fuzz seed 105570)."""
+        if e.op == "truediv" and e.dtype.is_floating_point and self._row_constant(e.args[1]) \
+                and self._reads_row_result(e.args[1]):
             numerator = self.render(e.args[0], mask)
             inverse = self.render(ex.op("reciprocal", e.args[1], dtype=e.dtype), mask)
             return self.new_var(f"{numerator} * {inverse}")
@@ -390,6 +394,11 @@ class _ReductionWriter(_BodyWriter):
                 if member is not None and member.role == "full":
                     return False
         return True
+
+    def _reads_row_result(self, e: ex.Expr) -> bool:
+        """e reads a row value this kernel computes (a reduction, or a row buffer of the group)."""
+        return any(node.op == "load" and getattr(self.members.get(node.args[0]), "role", None) in ("reduction", "row")
+                   for node in ex.walk(e))
 
     def _mask_of(self, member: Member):
         return self.full_mask if member.role == "full" else self.x_mask
