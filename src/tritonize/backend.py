@@ -130,17 +130,17 @@ def _min_cut_random_safe(joint_module, joint_inputs, **kwargs):
     merges equal calls except those of its own list of random ops, which lacks randn_like,
     uniform, exponential and others: `randn_like(x) - randn_like(x)` gave 0 in training (a review
     of the eighteenth session). The list is widened, for this call, by every op of the graph that
-    torch tags as drawing random numbers and every custom or higher-order op (_random_op_packets);
+    torch tags as drawing random numbers and every custom or higher-order op (_kept_apart_by_cse);
     the pass still merges the rest (each layer's copy of one attention mask, saved once instead of
     once a layer)."""
     from torch._functorch import compile_utils
 
     _recompute_host_scalars(joint_module.graph)
-    random_ops = _random_op_packets(joint_module.graph)
     if not hasattr(compile_utils, "rand_ops"):  # a torch whose pass we cannot widen: no pass
         with functorch_config.patch(cse=False):
             return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
-    widened = list(compile_utils.rand_ops) + [op for op in random_ops if op not in compile_utils.rand_ops]
+    widened = list(compile_utils.rand_ops)
+    widened += [op for op in _kept_apart_by_cse(joint_module.graph) if op not in widened]
     with unittest.mock.patch.object(compile_utils, "rand_ops", widened):
         return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
 
@@ -162,7 +162,7 @@ def _recompute_host_scalars(graph: torch.fx.Graph) -> None:
             node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
 
 
-def _random_op_packets(graph: torch.fx.Graph) -> list:
+def _kept_apart_by_cse(graph: torch.fx.Graph) -> list:
     """What the CSE pass must leave apart, as it compares call targets: the op packets of the
     graph's calls that draw random numbers (torch's nondeterministic_seeded tag), and every call
     of an op outside aten and prims (a custom op may draw random numbers or have effects without

@@ -227,6 +227,12 @@ class ExternCall:
     after: list = dataclasses.field(default_factory=list)
 
 
+def writes_no_argument(target) -> bool:
+    """An op (an ExternCall's target) whose schema mutates none of its arguments."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and not schema.is_mutable
+
+
 @dataclasses.dataclass(frozen=True)
 class TensorArg:
     """A tensor argument of an extern call: a strided view of a buffer."""

@@ -312,8 +312,12 @@ class SizeOracle:
         return True
 
 
+def at_most_one(n) -> bool:
+    """A size known to be 0 or 1 (a symbolic size is at least 2, Dynamo specializing 0 and 1)."""
+    return n == 1 or (isinstance(n, int) and n <= 1)
+
+
 def same_strides(size, a, b) -> bool:
     """Equal strides wherever the dim has more than one element (a size-1 or empty dim's stride is
     free); symbolic ones equal once expanded (a view's 256*(s0 + s1) is eager's 256*s0 + 256*s1)."""
-    return all(x == y or s == 1 or (isinstance(s, int) and s <= 1) or sympy.expand(x - y) == 0
-               for s, x, y in zip(size, a, b))
+    return all(x == y or at_most_one(s) or sympy.expand(x - y) == 0 for s, x, y in zip(size, a, b))

@@ -14,7 +14,8 @@ import torch
 from torch._library.utils import get_layout_constraint_tag
 
 from ..errors import Unsupported
-from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of
+from ..ir.nodes import TensorValue, contiguous_strides, strided_view_of, writes_no_argument
+from ..ir.sizes import at_most_one
 from ..ir.symbols import FloorDiv
 from .conv_layout import channels_last_arguments, channels_last_meta, channels_last_strides
 from .decompositions import is_random_op
@@ -24,11 +25,13 @@ aten = torch.ops.aten
 
 # Library kernels we call on purpose: faster than anything we would generate for them today.
 # Training's backward graphs call the backward kernels of the same libraries.
-EXTERN_OPS = {
-    aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution, aten._convolution,
+# Matmuls read their operands in whatever strides (lower/graph.py's shared values rely on it).
+MATMUL_OPS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.mv, aten.dot}
+EXTERN_OPS = MATMUL_OPS | {
+    aten.convolution, aten._convolution,
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
     aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_flash_attention_for_cpu,
-    aten.scaled_dot_product_attention, aten.mv, aten.dot,
+    aten.scaled_dot_product_attention,
     aten.convolution_backward, aten._scaled_dot_product_flash_attention_backward,
     aten._scaled_dot_product_efficient_attention_backward,
     aten._scaled_dot_product_cudnn_attention_backward,
@@ -84,11 +87,6 @@ def realize_arguments(ctx, value, store=None):
     return value
 
 
-def writes_no_argument(target) -> bool:
-    schema = getattr(target, "_schema", None)
-    return schema is not None and not schema.is_mutable
-
-
 def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
     if not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
         # a Python function in the graph (sym_float, operator.truediv on sizes): no op to call
@@ -122,7 +120,7 @@ def _realize_as_traced(ctx, value, traced_node, store):
     of nonzero...) are left as they are."""
     if not isinstance(value, TensorValue) or value.rank == 0 or not _sizes_known(ctx, value.size):
         return value
-    if _is_one(value.size[-1]):
+    if at_most_one(value.size[-1]):
         return value
     view = strided_view_of(value)
     traced = getattr(traced_node, "meta", {}).get("val")
@@ -131,21 +129,14 @@ def _realize_as_traced(ctx, value, traced_node, store):
     stride = symbolic_size(traced.stride())
     if stride[-1] != 1:
         return value
-    if any(st == 0 and not _is_one(n) for st, n in zip(stride, value.size)):  # broadcast dims: store dense
+    if any(st == 0 and not at_most_one(n) for st, n in zip(stride, value.size)):  # broadcast dims: store dense
         stride = contiguous_strides(value.size)
     return store(value, stride)
 
 
 def _sizes_known(ctx, size) -> bool:
     """Sizes that are numbers, or symbols with example values (not data-dependent)."""
-    if all(isinstance(n, int) for n in size):
-        return True
-    return ctx.sizes is not None and ctx.sizes.is_backed(size)
-
-
-def _is_one(n) -> bool:
-    """n is a size known to be at most 1 (0 or 1; a symbolic size is at least 2)."""
-    return isinstance(n, int) and n <= 1 or n == 1
+    return ctx.sizes.is_backed(size) if ctx.sizes is not None else all(isinstance(n, int) for n in size)
 
 
 def _with_aligned_bias(ctx, args: tuple, position: int, store) -> tuple:

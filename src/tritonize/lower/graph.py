@@ -40,7 +40,7 @@ from ..ir.sizes import (
 from .context import LoweringContext, needs_neg_resolved
 from .conv_layout import keeps_planned_layout
 from .dtypes import symbolic_size
-from .fallback import call_through_aten, is_extern
+from .fallback import MATMUL_OPS, call_through_aten, is_extern
 from .host_values import move_size_values_to_host
 from .registry import find_lowering
 
@@ -194,9 +194,6 @@ def _lower_call(ctx, node, env):
                 return ctx.maybe_realize_shared(value, len(node.users), _readers_from_memory(node))
             return value
     return _call_through_aten(ctx, node, (args, kwargs), reason)
-
-
-MATMUL_OPS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.mv, aten.dot}
 
 
 def _readers_from_memory(node) -> int:

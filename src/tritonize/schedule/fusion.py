@@ -22,7 +22,7 @@ import dataclasses
 import torch
 
 from ..ir import expr as ex
-from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
+from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer, writes_no_argument
 from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges
 from .rows import RowSpace, row_space_of
@@ -206,9 +206,7 @@ def _can_pass(op) -> bool:
     also not read the call's results (fuse checks)."""
     if not isinstance(op, ExternCall) or op.after:
         return False
-    schema = getattr(op.target, "_schema", None)
-    tags = getattr(op.target, "tags", ())
-    return schema is not None and not schema.is_mutable and torch.Tag.nondeterministic_seeded not in tags
+    return writes_no_argument(op.target) and torch.Tag.nondeterministic_seeded not in getattr(op.target, "tags", ())
 
 
 def _row_space(op: ComputedBuffer) -> RowSpace | None:
