@@ -661,3 +661,28 @@ def test_attention_reads_a_stored_channels_last_value_with_a_unit_last_stride():
         for side in (6, 7):
             args = [randn(2, 8, side, side).to(memory_format=torch.channels_last) for _ in range(3)]
             assert_same(compiled(*args), fn(*args))
+
+
+def test_a_product_viewed_after_a_slice_from_an_int_input_is_returned_as_computed():
+    """transformers' LM heads slice `hidden[:, -logits_to_keep:]` with an int that
+    dynamic=True makes a symbol of unknown sign: the row count is then `s0 + s1`, and the
+    view of the product back to (batch, rows, vocab) has a stride `31*(s0 + s1)` whose factor
+    is no size. It is still a plain view of the product: no copy of the logits (GPT-2's
+    training step copied its logits, 233 us on the H100)."""
+    weight = randn(64, 31)
+
+    def head(hidden, keep):
+        rows = hidden[:, -keep:, :]
+        batch, length, _ = rows.shape
+        return (rows.reshape(batch * length, 64) @ weight).view(batch, length, 31)
+
+    recorder = []
+    compiled = torch.compile(head, backend=make_backend(recorder=recorder), dynamic=True)
+    for length in (24, 37):
+        hidden = randn(2, length, 64)
+        actual, expected = compiled(hidden, 0), head(hidden, 0)
+        assert_same(actual, expected)
+        assert actual.stride() == expected.stride()
+    artifacts = [r for r in recorder if r != "graph"][-1]
+    # the slice's copy stays (a view only if the int is 0); nothing copies the product
+    assert len(artifacts.kernels) == 1 and not artifacts.fallbacks, [k.name for k in artifacts.kernels]

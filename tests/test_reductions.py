@@ -254,3 +254,32 @@ def test_l2_policy_of_streamed_loads(fn, policy, length):
     loads = [line for line in kernel.source.splitlines() if "tl.load(in_ptr0" in line]
     assert loads and all(policy in line for line in loads), kernel.source
     assert kernel.source.count("for roffset") <= 1
+
+
+def _one_hot_sums(x, target, values):
+    one_hot = torch.zeros_like(x).scatter(1, target[:, None], values[:, None])
+    return one_hot.sum(1) * 3 + x[:, 0], one_hot.sum(1, keepdim=True) - x
+
+
+def test_a_row_sum_of_a_one_hot_reads_the_one_element(device):
+    """A row holding one nonzero element (one value a row scattered into zeros) sums to that
+    element: no loop over the row, pointwise kernels only. A row whose element is -0.0 sums to
+    +0.0, as in eager."""
+    x = _rand(6, 50, device=device)
+    target = torch.randint(0, 50, (6,), device=device)
+    values = _rand(6, device=device)
+    values[2] = -0.0
+    report = check(_one_hot_sums, x, target, values)
+    assert all(k.kind == "pointwise" for k in report.kernels), [k.name for k in report.kernels]
+    actual = torch.compile(_one_hot_sums, backend="tritonize")(x, target, values)[0]
+    assert torch.equal(torch.signbit(actual), torch.signbit(_one_hot_sums(x, target, values)[0]))
+
+
+def test_a_sum_across_one_hot_rows_still_loops(device):
+    """Summing the one-hot along the other dim (its columns) adds several rows' elements: a
+    reduction, not a pick."""
+    x = _rand(6, 50, device=device)
+    target = torch.randint(0, 5, (6,), device=device)
+    values = _rand(6, device=device)
+    report = check(lambda x, t, v: torch.zeros_like(x).scatter(1, t[:, None], v[:, None]).sum(0), x, target, values)
+    assert any(k.kind != "pointwise" for k in report.kernels), [k.kind for k in report.kernels]

@@ -289,10 +289,18 @@ def _symbolic_coefficient(term: sympy.Expr, symbols):
 
 
 def _is_size_power(factor) -> bool:
-    """A factor made of sizes only: a size, a power of one, or a function of sizes (a
-    reshape's FloorDiv(s0, 2) as a stride)."""
+    """A factor made of the graph's integers only: a size, a power of one, or a function of
+    sizes (a reshape's FloorDiv(s0, 2) as a stride)."""
     base = factor.base if factor.is_Pow and factor.exp.is_Integer and factor.exp > 0 else factor
-    if is_size_symbol(base):
+    if is_size_symbol(base) or _is_graph_integer(base):
         return True
     return isinstance(base, (FloorDiv, ModularIndexing)) and bool(base.free_symbols) and \
         all(is_size_symbol(s) for s in base.free_symbols)
+
+
+def _is_graph_integer(symbol) -> bool:
+    """An integer input of unknown sign (Dynamo's unspecialized int: transformers'
+    `logits_to_keep`, whose slice `[:, -k:]` gives sizes like s0 + s1). Index variables are
+    all declared non-negative, so they never match; the coefficient it makes may be negative,
+    which callers check (nodes.strided_view_of asks the ShapeEnv)."""
+    return bool(getattr(symbol, "is_Symbol", False) and symbol.is_integer and symbol.is_nonnegative is None)

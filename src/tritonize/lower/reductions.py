@@ -18,6 +18,7 @@ from ..ir.nodes import Layout, ReductionBuffer, TensorValue, buffer_value, conti
 from ..ir.symbols import FloorDiv, ModularIndexing, affine_coefficients, dim_vars, is_size_symbol, reduction_vars
 from ..ir.sizes import any_symbolic, heuristic, is_symbolic
 from .dtypes import upcast
+from .one_hot import one_hot_pick
 from .pointwise import output_of
 from .registry import lowering
 
@@ -53,6 +54,10 @@ def reduce(ctx, x: TensorValue, dims: list[int], keepdim: bool, rtype: str, acc_
         index[k] = out_vars[k if keepdim else j]
     element = x.at(index)
     body = body_fn(element) if body_fn else ex.to_dtype(element, acc_dtype)
+    if rtype == "sum" and len(red_vars) == 1:
+        picked = one_hot_pick(body, red_vars[0], ranges[0])
+        if picked is not None:  # a row with one nonzero element: no loop over the row
+            return TensorValue(out_size, body.dtype, x.device, picked)
     result_dtype = torch.int64 if rtype in ("argmax", "argmin") else body.dtype
     layout = Layout(out_size, contiguous_strides(out_size), 0, result_dtype, x.device)
     if 0 in out_size:
