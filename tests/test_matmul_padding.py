@@ -111,13 +111,17 @@ def test_matmul_aligned_pads_an_odd_depth_and_copies_odd_row_strides(device, dty
     weight = torch.randn(51, 16, device=device, dtype=dtype)
     hidden = torch.randn(24, 16, device=device, dtype=dtype)
     bias = torch.randn(16, device=device, dtype=dtype)
+    from tritonize.runtime import wrapper_support
+
     for a, b in ((grad, weight), (grad.t(), hidden), (grad, weight[:, :13]), (hidden.t(), grad)):
         copies = []
-        real_copy = torch.Tensor.copy_
-        with unittest.mock.patch.object(torch.Tensor, "copy_", lambda dst, src: copies.append(dst) or real_copy(dst, src)):
+        real_padded = wrapper_support.padded_rows
+        with unittest.mock.patch.object(wrapper_support, "padded_rows",
+                                        lambda t, *size: copies.append(real_padded(t, *size)) or copies[-1]):
             product = matmul_aligned(aten.mm.out, a, b)
+        assert copies
         for copy in copies:  # the padded operands' leading dimensions are aligned
-            assert any(st % (16 // copy.element_size()) == 0 for st in copy.stride() if st != 1) or copy.dim() == 1
+            assert copy.stride(0) % (16 // copy.element_size()) == 0
         assert product.is_contiguous() and product.shape == (a.shape[0], b.shape[1])
         torch.testing.assert_close(product, a @ b, **tol)
     torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, grad, weight, beta=0.5),
@@ -140,8 +144,38 @@ def test_lm_head_backward_with_symbolic_rows(device, vocab):
         actual = torch.autograd.grad(compiled(hidden).float().square().mean(), [hidden, head.weight])
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a, e, atol=2e-2, rtol=2e-2)
-    aligned = sum(w.count("matmul_aligned(aten.") for w in (r.wrapper for r in recorder if r != "graph"))
+    wrappers = [r.wrapper for r in recorder if r != "graph"]
+    aligned = sum(w.count("matmul_aligned(aten.") for w in wrappers)
     assert aligned == (3 if device == "cuda" and vocab % 8 != 0 else 0)
+    # the backward's two products share the padded gradient
+    assert sum(w.count("pads=pads") for w in wrappers) == (2 if aligned else 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_two_products_of_one_gradient_pad_it_once(device, dtype):
+    """An LM head's backward: the logits' gradient (odd width) times the weight, and its
+    transpose times the hidden states. With a shared `pads`, the gradient is copied padded once
+    (one kernel: values and zeros around them), and both products are eager's."""
+    from tritonize.runtime import wrapper_support
+
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+    grad = torch.randn(24, 51, device=device, dtype=dtype)
+    weight = torch.randn(51, 16, device=device, dtype=dtype)
+    hidden = torch.randn(24, 16, device=device, dtype=dtype)
+    before = grad.clone()
+    sources = []
+    real_padded = wrapper_support.padded_rows
+    pads = {}
+    with unittest.mock.patch.object(wrapper_support, "padded_rows",
+                                    lambda t, *size: sources.append(t) or real_padded(t, *size)):
+        grad_hidden = matmul_aligned(aten.mm.out, grad, weight, pads=pads)
+        grad_weight = matmul_aligned(aten.mm.out, grad.t(), hidden, pads=pads)
+    torch.testing.assert_close(grad_hidden, grad @ weight, **tol)
+    torch.testing.assert_close(grad_weight, grad.t() @ hidden, **tol)
+    assert sum(s is grad for s in sources) == 1, [tuple(s.shape) for s in sources]
+    unit = 16 // grad.element_size()
+    [padded] = [p for p in pads.values() if p.shape == (24, -(-51 // unit) * unit)]
+    assert torch.equal(padded[:, :51], grad) and not padded[:, 51:].any() and torch.equal(grad, before)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

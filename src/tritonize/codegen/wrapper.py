@@ -201,7 +201,10 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
         lines.append(f'    {name} = CONSTANTS["{name}"]')
     lines.append(f"    # memory plan: peak {memory.peak / 2**20:.2f} MiB at step {memory.peak_step} (example sizes), "
                  f"{len(memory.reuse)} reuse(s), {len(memory.in_place)} kernel(s) in place")
+    shared_pads = _shared_pad_steps(steps)
     for i, step in enumerate(steps):
+        if shared_pads and i == shared_pads[0]:
+            lines.append("    pads = {}  # padded operand copies its products share (matmul_aligned)")
         if isinstance(step, KernelGroup):
             lines += _kernel_lines(writer, step, kernels[id(step)], memory)
         elif isinstance(step, UserKernelCall):
@@ -210,7 +213,9 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
             kernel_var, args = kernels[id(step)]
             lines.append(f"    {writer.kernel_call(kernel_var)}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
-            lines += _extern_lines(writer, step, set(last_use))
+            lines += _extern_lines(writer, step, set(last_use), pads=i in shared_pads)
+        if shared_pads and i == shared_pads[-1]:
+            lines.append("    del pads")
         if memory.deleted.get(i):
             lines.append(f"    del {', '.join(memory.deleted[i])}")
     outs = ", ".join(writer.value_text(o.view) if o.view is not None else writer.value_text(o.value)
@@ -239,7 +244,14 @@ def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, me
     return lines
 
 
-def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[str]:
+def _shared_pad_steps(steps: list) -> list[int]:
+    """Positions of the padded products (aligns_matmul) when there are several: they share the
+    padded copies of their operands (the gradient of odd-width logits, read by two products)."""
+    positions = [i for i, step in enumerate(steps) if isinstance(step, ExternCall) and aligns_matmul(step)]
+    return positions if len(positions) > 1 else []
+
+
+def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool = False) -> list[str]:
     """The aten call, then each result the rest of the call reads, in the layout the graph expects
     (results nothing reads are dropped unchecked: their layout may even differ from the meta, e.g.
     embedding_bag's auxiliary outputs on the CPU)."""
@@ -254,6 +266,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set) -> list[st
             out_overload = f"{_op_namespace(call.target)}.{call.target.overloadpacket.__name__}.out"
             if not all(isinstance(s, int) for s in _matmul_sizes(call)):  # whether it pays: per call
                 args.append(f"min_macs={MIN_PADDED_MATMUL_MACS}")
+            if pads:
+                args.append("pads=pads")
             return [f"    {out.name} = matmul_aligned({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}", *_after_lines(call, out.name)]
         if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from .dense_copy import dense_rows
+from .dense_copy import dense_rows, padded_rows
 from .fast_launch import cuda_device_getter
 from .launcher import load_kernel  # noqa: F401  (re-exported for wrappers)
 
@@ -76,7 +76,7 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     return fixed
 
 
-def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
+def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, **kwargs) -> torch.Tensor:
     """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) on operands whose rows all start at
     16-byte boundaries, returned dense. cuBLAS takes an unvectorized kernel when a leading
     dimension is not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an
@@ -94,7 +94,8 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
       dropped (a view of whole rows).
     Copies keep the operand's own order (a transposed weight is copied row by row of its memory).
     A product smaller than min_macs (M*N*K; a graph with symbolic sizes decides per call) is
-    computed as it is."""
+    computed as it is. pads: a dict the graph's call shares between its padded products (an
+    operand two products read is copied once; _copy_padded)."""
     *bias, a, b = args
     (rows, depth), cols = a.shape, b.shape[1]
     if rows * cols * depth < min_macs:
@@ -103,10 +104,10 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, **kwargs) -> torch.Tensor:
     deep, wide, tall = _round_up(depth, unit), _round_up(cols, unit), rows
     if deep != depth or not _rows_aligned(a, unit):
         tall = _round_up(rows, unit) if _column_major(a) else rows  # the copy's leading dimension
-        a = _copy_padded(a, tall, deep)
+        a = _copy_padded(a, tall, deep, pads)
     split_columns = wide != cols and deep == depth and cols > unit and _rows_aligned(b, unit) and _column_major(b)
     if not split_columns and (deep != depth or wide != cols or not _rows_aligned(b, unit)):
-        b = _copy_padded(b, deep, wide)
+        b = _copy_padded(b, deep, wide, pads)
     if bias and wide != cols and not split_columns:
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
@@ -182,19 +183,28 @@ def _column_major(t: torch.Tensor) -> bool:
     return t.stride(0) == 1 and t.stride(1) != 1
 
 
-def _copy_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None) -> torch.Tensor:
     """t in the top left corner of a new (rows, cols) tensor, zeros in the rest; column-major when
     t is (a transposed view), so the copy reads t's memory in order (its leading dimension is then
-    `rows`: matmul_aligned pads it)."""
+    `rows`: matmul_aligned pads it). pads: copies made earlier in the same graph call, by source
+    view (the gradient of odd-width logits is padded once for both of its backward products, one
+    reading it transposed)."""
     if _column_major(t):
-        padded = torch.empty((cols, rows), dtype=t.dtype, device=t.device).t()
+        return _copy_padded(t.t(), cols, rows, pads).t()
+    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
+    if pads is not None and key in pads:
+        return pads[key]
+    if t.stride(1) == 1 or t.shape[1] == 1:  # one kernel (the CPU runs it in Triton's interpreter)
+        padded = padded_rows(t, rows, cols)
     else:
         padded = torch.empty((rows, cols), dtype=t.dtype, device=t.device)
-    padded[:t.shape[0], :t.shape[1]].copy_(t)
-    if rows > t.shape[0]:
-        padded[t.shape[0]:].zero_()
-    if cols > t.shape[1]:
-        padded[:, t.shape[1]:].zero_()
+        padded[:t.shape[0], :t.shape[1]].copy_(t)
+        if rows > t.shape[0]:
+            padded[t.shape[0]:].zero_()
+        if cols > t.shape[1]:
+            padded[:, t.shape[1]:].zero_()
+    if pads is not None:
+        pads[key] = padded
     return padded
 
 
