@@ -61,6 +61,7 @@ class RenderedKernel:
     # Symbolic sizes: the numels as source over the kernel's size parameters ({"xnumel": "ks0 *
     # 3"}), from which the runtime computes each launch's grid; empty for a static kernel.
     numel_exprs: dict = dataclasses.field(default_factory=dict)
+    split: int = 1  # outer reductions: row chunks a column block is split into (codegen/outer_split.py)
 
 
 def render_kernel(group: KernelGroup, buffers: dict, name: str, sizes: SizeOracle | None = None) -> RenderedKernel:

@@ -33,6 +33,7 @@ from ..runtime.heuristics import (
 )
 from .index_printer import print_index
 from .indirect import has_indirect
+from . import outer_split
 from .iteration import merge_dims
 from .kernel import INT32_LIMIT, RenderedKernel, kernel_source, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
@@ -74,33 +75,52 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     space, hints = plan.space, plan.hints
     outer = _is_outer_reduction(space, members)
     rblock = triton.next_power_of_2(max(hints[1], 1))
+    limit = MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK
+    looped = is_symbolic(space.rnumel) or rblock > limit
+    split = outer_split.choose_split(hints[0], hints[1], members, online_softmax_pairs(members), _stages) \
+        if outer and looped else 1
     if is_symbolic(space.rnumel):
         kind = ADAPTIVE
         persistent = _write_body(space, buffers, group, members, plan, persistent=True)
-        writer = _write_body(space, buffers, group, members, plan, persistent=False, after=persistent)
-        body = ["if PERSISTENT:", *_indented(persistent.lines), "else:", *_indented(writer.lines)]
+        writer = _write_body(space, buffers, group, members, plan, persistent=False, after=persistent, split=split)
+        short_rows = persistent.lines if split == 1 else ["if rsplit == 0:", *_indented(persistent.lines)]
+        body = ["if PERSISTENT:", *_indented(short_rows), "else:", *_indented(writer.lines)]
         writer.has_checks |= persistent.has_checks
         blocks = ["XBLOCK", "RBLOCK", "PERSISTENT"]
     else:
-        limit = MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK
-        kind = "persistent_reduction" if rblock <= limit else "reduction"
-        writer = _write_body(space, buffers, group, members, plan, persistent=kind != "reduction")
+        kind = "reduction" if looped else "persistent_reduction"
+        writer = _write_body(space, buffers, group, members, plan, persistent=not looped, split=split)
         body = writer.lines
         blocks = ["XBLOCK"] if writer.persistent else ["XBLOCK", "RBLOCK"]
     stored = [m.buffer.name for m in members if m.buffer.name not in group.internal]
     params = [writer.pointer(n) for n in writer.loaded] + [writer.pointer(n, stored=True) for n in stored]
-    params, arg_names = plan.parameters(params, writer.loaded_arguments() + stored)
+    arg_names = writer.loaded_arguments() + stored
+    if split > 1:
+        params, arg_names = params + ["ws_ptr", "sem_ptr"], arg_names + _split_arguments(group, members, split, buffers)
+    params, arg_names = plan.parameters(params, arg_names)
     baked = rblock if kind == "persistent_reduction" else None
-    source = kernel_source(name, params, blocks, _head_lines(space, writer, group, baked) + body)
+    source = kernel_source(name, params, blocks, _head_lines(space, writer, group, baked, split) + body)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
                           hint="outer" if outer else "inner", checks=writer.has_checks,
-                          numel_exprs=plan.numel_exprs)
+                          numel_exprs=plan.numel_exprs, split=split)
 
 
-def _write_body(space, buffers, group, members, plan, persistent: bool, after=None) -> "_ReductionWriter":
+def _split_arguments(group, members, split: int, buffers) -> list[str]:
+    """The wrapper's arguments for a split kernel's workspace and counters (codegen/outer_split.py),
+    sized from the graph's row count and placed on the device of a buffer the kernel stores."""
+    reductions = sum(m.role == "reduction" for m in members)
+    xnumel = print_index(group.rows.xnumel)
+    like = next(m.buffer.name for m in members if m.buffer.name not in group.internal)
+    return [f"split_workspace({reductions * split} * ({xnumel}), {like})",
+            f"split_counters(({xnumel}) + 1, {like})"]
+
+
+def _write_body(space, buffers, group, members, plan, persistent: bool, after=None,
+                split: int = 1) -> "_ReductionWriter":
     """One body of the kernel. after: the body written before this one in the same kernel (the
-    other branch of an adaptive one), whose parameter names and temporaries this one continues."""
-    writer = _ReductionWriter(space, buffers, group, members, persistent, plan.use_int64)
+    other branch of an adaptive one), whose parameter names and temporaries this one continues.
+    split: row chunks a looped outer body is split into (codegen/outer_split.py)."""
+    writer = _ReductionWriter(space, buffers, group, members, persistent, plan.use_int64, split)
     writer.size_renames = plan.size_params.renames if plan.size_params is not None else {}
     if after is not None:
         writer.pointers, writer.loaded, writer.counter = dict(after.pointers), list(after.loaded), after.counter
@@ -297,13 +317,15 @@ def _stages(members, pairs: dict) -> list[Stage]:
 class _ReductionWriter(_BodyWriter):
     NARROW_LOAD_MASKS = False  # a masked lane must read 0, the sums' neutral value
 
-    def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool):
+    def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool,
+                 split: int = 1):
         self.group = group
         self.members = {m.buffer.name: m for m in members}
         self.persistent = persistent
+        self.split = split
         super().__init__(space, buffers, use_int64)
         self.x_mask = "xmask" if is_symbolic(space.xnumel) or space.xnumel % MAX_XBLOCK_REDUCTION else None
-        if is_symbolic(space.rnumel):  # looped (see render_reduction_kernel): every tile is masked
+        if is_symbolic(space.rnumel) or split > 1:  # every tile is masked (a chunk ends anywhere)
             self.r_mask, self.apply_r_mask = "rmask", True
         else:
             limit = triton.next_power_of_2(max(space.rnumel, 1))
@@ -422,15 +444,22 @@ class _ReductionWriter(_BodyWriter):
             self.lines += self.r_index_lines("tl.arange(0, RBLOCK)[None, :]")
         for stage in stages:
             results = self._persistent_stage(stage) if self.persistent else self._looped_stage(stage)
+            start = len(self.lines)
+            if self.split > 1:  # the last program of a column block goes on (codegen/outer_split.py)
+                lines, results = outer_split.combine_lines(self, stage.reductions, results)
+                self.lines += lines
+                start = len(self.lines)
             for member, value in zip(stage.reductions, results):
                 self._publish(member, value)
             for member in stage.rows:
                 self._publish(member, self.render(member.body, self.x_mask))
+            if self.split > 1:
+                self.lines[start:] = _indented(self.lines[start:])
 
     def r_index_lines(self, rindex: str) -> list[str]:
         lines = [f"rindex = {rindex}"]
         if self.r_mask:
-            lines.append("rmask = rindex < rnumel")
+            lines.append(f"rmask = rindex < {'rend' if self.split > 1 else 'rnumel'}")
         return lines + _dim_lines(self.space.r_dims, "rindex")
 
     def _publish(self, member: Member, value: str) -> None:
@@ -505,7 +534,11 @@ class _ReductionWriter(_BodyWriter):
         for m in stage.full_stores:
             self._store_full(m)
         offset = "tl.full([], 0, tl.int64)" if self.use_int64 else "0"
-        loop = [f"for roffset in range({offset}, rnumel, RBLOCK):"] + ["    " + line for line in self.lines]
+        bounds = f"{offset}, rnumel"
+        if self.split > 1:
+            outer_lines += outer_split.chunk_lines(self.use_int64)
+            bounds = "rstart, rend"
+        loop = [f"for roffset in range({bounds}, RBLOCK):"] + ["    " + line for line in self.lines]
         self.lines = outer_lines + loop
         self.cache, self.stored_values = saved
         results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.row_length)
@@ -528,14 +561,18 @@ class _ReductionWriter(_BodyWriter):
                           f"{state[1]}, {state[0]}, {value}, {tile_max})")
 
 
-def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblock: int | None) -> list[str]:
+def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblock: int | None,
+                split: int = 1) -> list[str]:
     """The kernel's lines before its body: numels, the program's rows and their mask (and a
-    whole-row kernel's RBLOCK, baked in)."""
+    whole-row kernel's RBLOCK, baked in; a split kernel's chunk, codegen/outer_split.py)."""
     program = "tl.program_id(0).to(tl.int64)" if writer.use_int64 else "tl.program_id(0)"
     lines = [f"# aten nodes: {', '.join(group.origins())}", f"xnumel = {print_index(space.xnumel)}",
              f"rnumel = {print_index(space.rnumel)}"]
     if baked_rblock is not None:
         lines.append(f"RBLOCK: tl.constexpr = {baked_rblock}")
+    if split > 1:
+        lines += outer_split.head_lines(split, "xnumel", program)
+        program = "xprogram"
     lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     if writer.x_mask:
         lines.append("xmask = xindex < xnumel")

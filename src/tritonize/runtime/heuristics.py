@@ -70,6 +70,7 @@ class KernelShape:
     rnumel: int = 1
     hint: str | None = None  # reductions: "inner" (rows contiguous), "outer" (rows strided)
     heavy_math: bool = False  # the kernel calls trigonometric functions (see uses_heavy_math)
+    split: int = 1  # an outer reduction's row chunks a column block (codegen/outer_split.py)
 
     def __post_init__(self):
         if self.hint == "":  # codegen writes hint="" for kernels without one
@@ -86,6 +87,11 @@ class KernelShape:
     @property
     def persistent_rblock(self) -> int:
         return triton.next_power_of_2(self.rnumel)
+
+    @property
+    def chunk(self) -> int:
+        """Rows a program of a split outer reduction reduces (all of them unsplit)."""
+        return triton.cdiv(self.rnumel, self.split)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +111,7 @@ class LaunchConfig:
 
 def programs(shape: KernelShape, blocks: dict) -> int:
     x = triton.cdiv(shape.xnumel, blocks["XBLOCK"])
-    return x * triton.cdiv(shape.ynumel, blocks["YBLOCK"]) if shape.is_2d else x
+    return x * triton.cdiv(shape.ynumel, blocks["YBLOCK"]) if shape.is_2d else x * shape.split
 
 
 def make_config(shape: KernelShape, blocks: dict, num_warps: int, num_stages: int = 1) -> LaunchConfig:
@@ -126,7 +132,7 @@ def block_limits(shape: KernelShape) -> dict:
         return {"XBLOCK": min(MAX_BLOCK_1D, p2(shape.xnumel))}
     limits = {"XBLOCK": min(MAX_XBLOCK_REDUCTION, p2(shape.xnumel))}
     if shape.kind in LOOPED:
-        limits["RBLOCK"] = min(MAX_RBLOCK_LOOPED, p2(shape.rnumel))
+        limits["RBLOCK"] = min(MAX_RBLOCK_LOOPED, p2(shape.chunk))
     return limits
 
 
@@ -212,16 +218,19 @@ def _adaptive(shape: KernelShape, configs_of_body) -> list[LaunchConfig]:
 # candidate of every list. Changing one of them needs a new measurement (tests/test_heuristics.py).
 
 
-def grid_source(config: LaunchConfig, numel_exprs: dict) -> tuple:
+def grid_source(config: LaunchConfig, numel_exprs: dict, split: int = 1) -> tuple:
     """The grid of a pointwise or reduction config for sizes known only at launch (symbolic
     sizes), as source over a kernel's parameters: the generated launchers (GPU) and
-    GeneratedKernel.grid_for (the interpreter, Triton's own launch path) both compute it."""
+    GeneratedKernel.grid_for (the interpreter, Triton's own launch path) both compute it.
+    split: a split outer reduction's row chunks (KernelShape.split)."""
     blocks = config.blocks
     x_block = blocks["XBLOCK"]
     programs = f"(({numel_exprs['xnumel']}) + {x_block - 1}) // {x_block}"
     if "YBLOCK" in blocks:
         y_block = blocks["YBLOCK"]
         programs += f" * ((({numel_exprs.get('ynumel', '1')}) + {y_block - 1}) // {y_block})"
+    if split > 1:
+        programs += f" * {split}"
     return (programs,)
 
 
@@ -239,7 +248,7 @@ def first_pick(shape: KernelShape, on_gpu: bool) -> LaunchConfig:
     elif shape.kind in ("persistent_reduction", "scan"):
         config = persistent_reduction_config(shape.xnumel, shape.rnumel, on_gpu, outer)
     elif shape.kind == "reduction":
-        config = looped_reduction_config(shape.xnumel, shape.rnumel, on_gpu, outer)
+        config = looped_reduction_config(shape.xnumel, shape.chunk, on_gpu, outer)
     else:
         config = looped_scan_config(shape.xnumel, shape.rnumel, on_gpu, outer)
     return make_config(shape, clamp(shape, config.blocks), config.num_warps)
@@ -393,6 +402,9 @@ def _looped_alternatives(shape: KernelShape, device: DeviceInfo) -> list[LaunchC
 
     rows = triton.next_power_of_2(shape.rnumel)
     tiny = [config(max(1, 512 // rows), rows, 4)] if shape.rnumel < 256 else []
+    if shape.split > 1:  # a chunk of rows a program: half the chunk a step, or half the columns
+        chunk = triton.next_power_of_2(shape.chunk)
+        return [config(64, max(16, chunk // 2), 8), config(32, chunk, 4)]
     if shape.hint == "outer":
         return [config(64, 128, 8)] + _narrow_outer(shape, device, config)
     if shape.hint == "inner":

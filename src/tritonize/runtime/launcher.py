@@ -77,7 +77,7 @@ class GeneratedKernel:
         key = tuple(sorted(config.blocks.items()))
         grid = self._grid_functions.get(key)
         if grid is None:
-            grid = self._grid_functions[key] = _grid_function(self.fn, config, self.numel_exprs)
+            grid = self._grid_functions[key] = _grid_function(self.fn, config, self.numel_exprs, self.shape.split)
         return grid(*args)
 
     def __repr__(self) -> str:
@@ -322,7 +322,7 @@ class GpuKernel(GeneratedKernel):
             return err
         dtypes = [_torch_dtype(kind) for kind, _ in spec.args]
         blocks = dict(config.blocks, **self._constants(spec.device))
-        grid = config.grid if self.numel_exprs is None else grid_source(config, self.numel_exprs)
+        grid = config.grid if self.numel_exprs is None else grid_source(config, self.numel_exprs, self.shape.split)
         launcher = generate_launcher(self.params, blocks, grid, spec, dtypes, loaded,
                                      self.env.stream, self.env.current_device, self._fallback,
                                      name=_identifier(self.name), extra_checks=self._bucket_checks(bucket))
@@ -473,17 +473,18 @@ def _torch_dtype(kind: str):
 
 def load_kernel(source: str, name: str, *, kind: str = "pointwise", xnumel: int, ynumel: int = 1,
                 rnumel: int = 1, hint: str | None = None, device: str = "cuda", checks: bool = False,
-                mode: str = "default", arg_dtypes=None, numel_exprs: dict | None = None):
+                mode: str = "default", arg_dtypes=None, numel_exprs: dict | None = None, split: int = 1):
     """Load a generated kernel. hint: for reductions, "inner" or "outer" (which way the inputs
     are contiguous), or ""; checks: the kernel calls runtime/index_checks.py (bounds checks of
     indirect indices; on the GPU compiled in debug mode); mode: "default" or "max-autotune"
     (how many configs to try); arg_dtypes: the pointer arguments' dtypes, which let compilation
     start at import. numel_exprs: for symbolic sizes, {"xnumel": source, "ynumel": source} over
     the kernel's parameters; the numels given are then the example's (configs are chosen on
-    them) and each launch's grid is computed from its arguments."""
+    them) and each launch's grid is computed from its arguments. split: an outer reduction's row
+    chunks a column block (codegen/outer_split.py), which multiply its grid."""
     on_gpu = device != "cpu"
     module = load_source_module(source, "kernel", interpret=not on_gpu)
-    shape = KernelShape(kind, xnumel, ynumel, rnumel, hint, heavy_math=uses_heavy_math(source))
+    shape = KernelShape(kind, xnumel, ynumel, rnumel, hint, heavy_math=uses_heavy_math(source), split=split)
     fn = getattr(module, name)
     if not on_gpu:
         return InterpretedKernel(fn, name, shape, numel_exprs)
@@ -501,8 +502,8 @@ def _numels_function(fn, numel_exprs: dict):
     return eval(f"lambda {params}: ({values})", {})  # noqa: S307  (our own generated arithmetic)
 
 
-def _grid_function(fn, config, numel_exprs: dict):
+def _grid_function(fn, config, numel_exprs: dict, split: int = 1):
     """args -> the launch grid of `config`, from the numels' source over the kernel's parameters."""
     params = ", ".join(f"{name}=None" for name in fn.arg_names)  # launches pass the leading ones
-    text = f"lambda {params}: ({', '.join(grid_source(config, numel_exprs))},)"
+    text = f"lambda {params}: ({', '.join(grid_source(config, numel_exprs, split))},)"
     return eval(text, {})  # noqa: S307  (our own generated arithmetic over the kernel's parameters)

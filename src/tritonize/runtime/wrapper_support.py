@@ -7,7 +7,7 @@ import time
 import torch
 
 from .dense_copy import dense_rows, padded_rows
-from .fast_launch import cuda_device_getter
+from .fast_launch import cuda_device_getter, cuda_stream_getter
 from .launcher import load_kernel  # noqa: F401  (re-exported for wrappers)
 
 empty_strided = torch.empty_strided
@@ -74,6 +74,36 @@ def ensure_layout(tensor: torch.Tensor, size, stride) -> torch.Tensor:
     fixed = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
     fixed.copy_(tensor)
     return fixed
+
+
+def split_workspace(numel: int, like: torch.Tensor) -> torch.Tensor:
+    """A split outer reduction's partial results (codegen/outer_split.py): fp32, uninitialized,
+    on `like`'s device (the wrapper's call() has made it current), for this call."""
+    if like.is_cuda:
+        return empty_strided_cuda((max(1, numel),), (1,), torch.float32)
+    return torch.empty((max(1, numel),), dtype=torch.float32)
+
+
+# Counters of split outer reductions, zero between launches (each launch's last programs reset
+# theirs), one buffer per (device, stream): kernels on one stream run one after the other, so
+# they can share it; kernels on two streams may overlap, so they do not. A buffer outgrown is
+# kept, not freed: a CUDA graph may have captured its address.
+_COUNTERS: dict = {}
+_OUTGROWN: list = []
+_raw_stream = cuda_stream_getter()
+
+
+def split_counters(count: int, like: torch.Tensor) -> torch.Tensor:
+    """At least `count` zero counters on `like`'s device for the current stream."""
+    index = like.get_device()  # -1 on the CPU
+    key = (index, _raw_stream(index) if index >= 0 else 0)
+    counters = _COUNTERS.get(key)
+    if counters is not None and counters.numel() >= count:
+        return counters
+    if counters is not None:
+        _OUTGROWN.append(counters)
+    counters = _COUNTERS[key] = torch.zeros((max(count, 1024),), dtype=torch.int32, device=like.device)
+    return counters
 
 
 def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, **kwargs) -> torch.Tensor:
