@@ -106,3 +106,16 @@ def test_training_a_layer_norm_splits_its_weight_gradients(device):
         torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
     backward = [a for a in recorder if a != "graph" and a.role == "backward"][-1]
     assert any(s > 1 for s in _split_of(backward)), _split_of(backward)
+
+
+def test_split_kernels_in_cuda_graphs(device):
+    """reduce-overhead (CUDA graphs on the GPU; plain launches on the CPU): the capture takes
+    its counters and workspace with it, and every replay finds the counters at zero."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_gradients, backend="tritonize", mode="reduce-overhead")
+    for seed in range(4):
+        torch.manual_seed(seed)
+        x, y, w = torch.randn(1048, 768, device=device), torch.randn(1048, 768, device=device), torch.randn(768, device=device)
+        actual = [t.clone() for t in compiled(x, w, y)]
+        assert_same(tuple(actual), _gradients(x, w, y), atol=1e-4, rtol=1e-4)
+    assert _counters_are_zero()
