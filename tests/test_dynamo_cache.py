@@ -117,6 +117,20 @@ def test_graphs_traced_under_other_size_guards_are_told_apart(cache, device):
         assert_same(compiled(a, b), fn(a, b))
 
 
+def test_an_int_input_the_trace_specialized_is_not_reused_for_other_values(cache, device):
+    """`x[:, -k:]` with dynamic=True: traced at k=1, AOTAutograd's trace adds Eq(k, 1) and the
+    graph returns one column; at k=2 Dynamo's graph, ranges and guards are the same as at k=1
+    (the key is made before the trace), so the entry must carry the trace's guards (a review of
+    the twenty-first session: k=2 and k=3 returned one column)."""
+    def fn(x, k):
+        return x[:, -k:].t().contiguous()
+
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    x = torch.randn(6, 8, device=device)
+    for k in (1, 2, 3, 1):
+        assert_same(compiled(x, k), fn(x, k))
+
+
 def test_input_mutation_is_not_stored(cache, device):
     def fn(x):
         x.add_(1)

@@ -283,3 +283,25 @@ def test_a_sum_across_one_hot_rows_still_loops(device):
     values = _rand(6, device=device)
     report = check(lambda x, t, v: torch.zeros_like(x).scatter(1, t[:, None], v[:, None]).sum(0), x, target, values)
     assert any(k.kind != "pointwise" for k in report.kernels), [k.kind for k in report.kernels]
+
+
+@pytest.mark.parametrize("name", ["int32", "bool", "float64"])
+def test_a_one_hot_of_another_dtype_summed(device, name):
+    """The picked element is a constant cast to the sum's dtype (a review of the twenty-first
+    session: the cast was applied to the literal in the kernel, `3.to(tl.int64)`)."""
+    fns = {"int32": lambda x, idx: torch.zeros_like(x, dtype=torch.int32).scatter(1, idx, 3).sum(1),
+           "bool": lambda x, idx: torch.zeros_like(x, dtype=torch.bool).scatter(1, idx, True).sum(1),
+           "float64": lambda x, idx: torch.zeros_like(x).scatter(1, idx, 1.0).sum(1, dtype=torch.float64)}
+    x = _rand(4, 6, device=device)
+    check(fns[name], x, torch.randint(0, 6, (4, 1), device=device))
+
+
+def test_a_one_hot_times_an_infinite_factor_sums_to_nan(device):
+    """The row's other elements are 0 * factor: NaN for an infinite factor, as in eager."""
+    x = torch.zeros(3, 5, device=device)
+    idx = torch.tensor([[1], [3], [0]], device=device)
+    factor = torch.tensor([[2.0], [float("inf")], [float("nan")]], device=device)
+    actual = torch.compile(lambda x, i, g: (torch.zeros_like(x).scatter(1, i, -1.0) * g).sum(1),
+                           backend="tritonize")(x, idx, factor)
+    expected = (torch.zeros_like(x).scatter(1, idx, -1.0) * factor).sum(1)
+    assert torch.equal(actual.isnan(), expected.isnan()) and actual[0] == expected[0]

@@ -15,7 +15,10 @@ The key (`dynamo_key`) covers what decides AOTAutograd's output:
 * each example input's size, stride, storage offset, dtype, device, requires_grad, whether it is
   an nn.Parameter and whether it is an inference tensor (plain values by type and value); for a
   symbolic graph, the inputs as Dynamo traced them (`traced_inputs`: sizes as expressions) and
-  the symbols' ranges. A hit reinstalls the graph's size guards (caching/graph_cache.py);
+  the symbols' ranges. A hit reinstalls the graph's size guards (caching/graph_cache.py) and
+  the guards AOTAutograd's trace added (an int input specialized: Eq(k, 1) for `x[:, -k:]` traced
+  at k=1), which the key, made before the trace, cannot include: the entry stores them, and a
+  hit where one is false is a miss;
 * global state AOTAutograd reads: grad mode, inference mode, autocast per device type, default
   dtype, matmul precisions, deterministic algorithms, SDPA back ends, the functorch config, and
   the GPU's name and capability for CUDA inputs;
@@ -475,6 +478,9 @@ class PendingEntry:
     def __init__(self, key: str | None, gm: torch.fx.GraphModule, example_inputs, options):
         self.key, self.options = key, options
         self.inputs = traced_inputs(gm, example_inputs)
+        # guards the trace adds (AOTAutograd's meta functions specializing an int input: k=1 in
+        # x[:, -k:] becomes Eq(s16, 1)); the key, made before the trace, cannot hold them
+        self.guards_before = set(graph_cache.shape_guards(self.inputs))
         self.num_outputs = len(_graph_outputs(gm))
         self.disable_autocast = torch._C._is_any_autocast_enabled()  # as AOTAutograd's wrapper decides
         self.offers: list = []
@@ -489,6 +495,7 @@ class PendingEntry:
     def finish(self) -> tuple[CompiledGraph | None, str | None]:
         """(compiled, None) for one inference graph with a trivial convention, else (compiled or
         None, why not). Stores the entry when there is a key and the graph is in the graph cache."""
+        trace_guards = sorted(set(graph_cache.shape_guards(self.inputs)) - self.guards_before)
         self.inputs = []
         compiled = None
         if len(self.offers) != 1:
@@ -500,7 +507,8 @@ class PendingEntry:
         not_stored = problem
         if not_stored is None and compiled.cache_key is None:
             not_stored = "its aten graph is not in the graph cache"
-        if not_stored is None and store(self.key, self.options, compiled, self.disable_autocast, self.dynamic_dims):
+        if not_stored is None and store(self.key, self.options, compiled, self.disable_autocast, self.dynamic_dims,
+                                        trace_guards):
             STATS["store"] += 1
         else:
             STATS["not_stored"] += 1
@@ -510,7 +518,8 @@ class PendingEntry:
 
 def load(key: str, options, gpus: list | None = None, example_inputs=()) -> CachedInference | None:
     """The hit for this key, or None (a miss: no entry, a damaged one, its graph is gone, or,
-    for symbolic sizes, the graph's size guards or choices fail at example_inputs)."""
+    for symbolic sizes, the graph's size guards or choices, or the guards its trace added, fail
+    at example_inputs)."""
     directory = cache_dir(options)
     if directory is None:
         return None
@@ -522,6 +531,7 @@ def load(key: str, options, gpus: list | None = None, example_inputs=()) -> Cach
         if entry["format"] != FORMAT:
             raise ValueError(f"format {entry['format']!r}")
         graph_key, disable_autocast = str(entry["graph_key"]), bool(entry["disable_autocast"])
+        trace_guards = [str(g) for g in entry.get("trace_guards", [])]
         dynamic_dims = entry.get("dynamic_dims")
         # CUDA graphs' bucket padding (cudagraphs/padding.py): a hit has no aten graph to analyse
         padding = PaddingPlan.from_json(entry["padding"]) if entry.get("padding") is not None else None
@@ -529,6 +539,11 @@ def load(key: str, options, gpus: list | None = None, example_inputs=()) -> Cach
             raise ValueError(f"graph key {graph_key!r}")
     except (KeyError, TypeError, ValueError) as err:
         log.debug("tritonize cache: ignoring Dynamo entry %s: %s", path, err)
+        return None
+    try:  # the trace's own guards must hold here too (they specialized what it produced)
+        graph_cache.reinstall_guards(trace_guards, example_inputs)
+    except graph_cache.StaleGuards as err:
+        log.debug("tritonize cache: Dynamo entry %s traced under %s, false here", path, err)
         return None
     compiled = graph_cache.load_cached_graph(graph_key, example_inputs)
     if compiled is None:
@@ -538,11 +553,12 @@ def load(key: str, options, gpus: list | None = None, example_inputs=()) -> Cach
     return CachedInference(compiled, disable_autocast, gpus, dynamic_dims)
 
 
-def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool, dynamic_dims=None) -> bool:
+def store(key: str, options, compiled: CompiledGraph, disable_autocast: bool, dynamic_dims=None,
+          trace_guards=()) -> bool:
     directory = cache_dir(options)
     if directory is None or compiled.cache_key is None:
         return False
     entry = {"format": FORMAT, "graph_key": compiled.cache_key, "disable_autocast": disable_autocast,
-             "dynamic_dims": dynamic_dims,
+             "dynamic_dims": dynamic_dims, "trace_guards": list(trace_guards),
              "padding": compiled.padding.to_json() if compiled.padding is not None else None}
     return disk_cache.write_json(directory / f"{key}.entry", entry)

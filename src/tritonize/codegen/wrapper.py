@@ -209,7 +209,7 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
                  f"{len(memory.reuse)} reuse(s), {len(memory.in_place)} kernel(s) in place")
     shared_pads = _shared_pad_steps(steps)
     for i, step in enumerate(steps):
-        if shared_pads and i == shared_pads[0]:
+        if i in shared_pads and i - 1 not in shared_pads:
             lines.append("    pads = {}  # padded operand copies its products share (matmul_aligned)")
         if isinstance(step, KernelGroup):
             lines += _kernel_lines(writer, step, kernels[id(step)], memory)
@@ -220,7 +220,7 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
             lines.append(f"    {writer.kernel_call(kernel_var)}({', '.join(args)})  # scatter ({step.mode}) into {step.target}")
         else:
             lines += _extern_lines(writer, step, set(last_use), pads=i in shared_pads)
-        if shared_pads and i == shared_pads[-1]:
+        if i in shared_pads and i + 1 not in shared_pads:
             lines.append("    del pads")
         if memory.deleted.get(i):
             lines.append(f"    del {', '.join(memory.deleted[i])}")
@@ -250,11 +250,17 @@ def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, me
     return lines
 
 
-def _shared_pad_steps(steps: list) -> list[int]:
-    """Positions of the padded products (aligns_matmul) when there are several: they share the
-    padded copies of their operands (the gradient of odd-width logits, read by two products)."""
-    positions = [i for i, step in enumerate(steps) if isinstance(step, ExternCall) and aligns_matmul(step)]
-    return positions if len(positions) > 1 else []
+def _shared_pad_steps(steps: list) -> set[int]:
+    """Positions of padded products (aligns_matmul) that follow one another with nothing in
+    between: such a run shares the padded copies of its operands (the gradient of odd-width
+    logits, read by the LM head's two backward products). Only a run: a kernel or a call in
+    between may write an operand's memory in place (the memory plan reuses buffers, and a
+    kernel's store moves no version counter), and a copy made before would be stale (a review
+    of the twenty-first session: x @ W1 -> gelu in place -> @ W2 -> gelu into the same
+    buffer -> @ W3 read the first gelu's copy)."""
+    padded = [isinstance(step, ExternCall) and aligns_matmul(step) for step in steps]
+    return {i for i, p in enumerate(padded)
+            if p and ((i > 0 and padded[i - 1]) or (i + 1 < len(padded) and padded[i + 1]))}
 
 
 def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool = False) -> list[str]:

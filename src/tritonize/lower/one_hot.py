@@ -18,38 +18,57 @@ from ..ir import expr as ex
 
 def one_hot_pick(body: ex.Expr, rvar: sympy.Symbol, extent) -> ex.Expr | None:
     """The element a sum over rvar (of `extent` values) adds up, when only one is nonzero;
-    None when body is not of that form."""
-    picked = _pick(body, rvar, extent, bound={})
+    None when body is not of that form. The other elements are 0 times the row's factors: the
+    sum is NaN where a factor is infinite or NaN (0 * inf), which `+ 0 * factor` keeps."""
+    if extent == 1:
+        return None
+    factors: list = []
+    picked = _pick(body, rvar, extent, {}, factors)
     if picked is None:
         return None
     if picked.dtype.is_floating_point:
+        for factor in factors:
+            zero = ex.op("mul", ex.constant(0.0, factor.dtype), factor, dtype=factor.dtype)
+            picked = ex.op("add", picked, ex.to_dtype(zero, picked.dtype), dtype=picked.dtype)
         picked = ex.op("add", picked, ex.constant(0.0, picked.dtype), dtype=picked.dtype)
     return picked
 
 
-def _pick(e: ex.Expr, rvar, extent, bound: dict) -> ex.Expr | None:
+def _pick(e: ex.Expr, rvar, extent, bound: dict, factors: list) -> ex.Expr | None:
+    """e with its one-hot select replaced by the selected value; `factors` collects the
+    row-constant factors it was multiplied by."""
     if e.op == "mul":
         a, b = e.args
         a_varies, b_varies = _varies(a, rvar), _varies(b, rvar)
         if a_varies == b_varies:
             return None
-        if a_varies:
-            inner = _pick(a, rvar, extent, bound)
-            return None if inner is None else ex.op("mul", inner, b, dtype=e.dtype)
-        inner = _pick(b, rvar, extent, bound)
-        return None if inner is None else ex.op("mul", a, inner, dtype=e.dtype)
+        varying, constant = (a, b) if a_varies else (b, a)
+        inner = _pick(varying, rvar, extent, bound, factors)
+        if inner is None:
+            return None
+        if constant.dtype.is_floating_point:
+            factors.append(constant)
+        return ex.op("mul", inner, constant, dtype=e.dtype) if a_varies else ex.op("mul", constant, inner, dtype=e.dtype)
     if e.op == "to_dtype":
-        inner = _pick(e.args[0], rvar, extent, bound)
-        return None if inner is None else ex.to_dtype(inner, e.dtype)
+        inner = _pick(e.args[0], rvar, extent, bound, factors)
+        return None if inner is None else _cast_inside(inner, e.dtype)
     if e.op == "indirect":
         symbol, index, size, wrap, check, inner_body = e.args
         if _varies(index, rvar):
             return None
-        inner = _pick(inner_body, rvar, extent, {**bound, symbol: size})
+        inner = _pick(inner_body, rvar, extent, {**bound, symbol: size}, factors)
         return None if inner is None else ex.Expr("indirect", (symbol, index, size, wrap, check, inner), inner.dtype)
     if e.op == "where":
         return _pick_where(e, rvar, extent, bound)
     return None
+
+
+def _cast_inside(e: ex.Expr, dtype) -> ex.Expr:
+    """e converted to dtype, the conversion inside an indirect binding (whose body may be a
+    constant: a cast of the binding itself would be applied to a literal in the kernel)."""
+    if e.op == "indirect":
+        return ex.Expr("indirect", e.args[:-1] + (_cast_inside(e.args[-1], dtype),), dtype)
+    return ex.to_dtype(e, dtype)
 
 
 def _pick_where(e: ex.Expr, rvar, extent, bound: dict) -> ex.Expr | None:

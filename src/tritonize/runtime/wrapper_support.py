@@ -94,9 +94,14 @@ _raw_stream = cuda_stream_getter()
 
 
 def split_counters(count: int, like: torch.Tensor) -> torch.Tensor:
-    """At least `count` zero counters on `like`'s device for the current stream."""
+    """At least `count` zero counters on `like`'s device for the current stream. On the CPU
+    fresh zeros every call: Triton's interpreter raises mid-launch on a bad index or divisor
+    (checks), which would leave counts behind for every later kernel (on the GPU the same error
+    is a device assert, fatal to the context)."""
     index = like.get_device()  # -1 on the CPU
-    key = (index, _raw_stream(index) if index >= 0 else 0)
+    if index < 0:
+        return torch.zeros((max(count, 1),), dtype=torch.int32)
+    key = (index, _raw_stream(index))
     counters = _COUNTERS.get(key)
     if counters is not None and counters.numel() >= count:
         return counters
@@ -218,10 +223,11 @@ def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None
     t is (a transposed view), so the copy reads t's memory in order (its leading dimension is then
     `rows`: matmul_aligned pads it). pads: copies made earlier in the same graph call, by source
     view (the gradient of odd-width logits is padded once for both of its backward products, one
-    reading it transposed)."""
+    reading it transposed; the wrapper shares a dict only between products that follow one
+    another, so nothing writes a source in between)."""
     if _column_major(t):
         return _copy_padded(t.t(), cols, rows, pads).t()
-    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
+    key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
     if pads is not None and key in pads:
         return pads[key]
     if t.stride(1) == 1 or t.shape[1] == 1:  # one kernel (the CPU runs it in Triton's interpreter)
