@@ -283,3 +283,16 @@ def test_an_outer_reduction_of_few_columns_also_tries_narrow_programs(columns, p
 def test_an_outer_reduction_of_many_columns_keeps_its_wide_programs():
     shape = KernelShape("reduction", 64 * H100.sm_count, 1, 1048, "outer")
     assert {config.blocks["XBLOCK"] for config in candidates(shape, "default", on_gpu=True, device=H100)} == {64}
+
+
+@pytest.mark.parametrize("columns, rows, split", [(768, 1048, 16), (8192, 16000, 2), (300, 2048, 32)])
+def test_a_split_outer_reduction_times_chunk_sized_tiles(columns, rows, split):
+    """codegen/outer_split.py: the grid holds SPLIT programs a column block; RBLOCK never passes
+    the chunk's power of two, and the alternatives stay at most 32 x 512 (a long chunk offered
+    32 x 4096 tiles before)."""
+    shape = KernelShape("reduction", columns, 1, rows, "outer", split=split)
+    configs = candidates(shape, "default", on_gpu=True, device=H100)
+    chunk = triton.next_power_of_2(-(-rows // split))
+    assert configs[0].grid[0] == -(-columns // configs[0].blocks["XBLOCK"]) * split
+    assert all(c.blocks["RBLOCK"] <= chunk for c in configs), [str(c) for c in configs]
+    assert all(c.blocks["XBLOCK"] * c.blocks["RBLOCK"] <= 64 * 512 for c in configs), [str(c) for c in configs]

@@ -44,6 +44,9 @@ CPU_MAX_SCAN_RBLOCK = 1 << 12  # looped scans in the interpreter (looped_scan_co
 CPU_MIN_SCAN_CHUNKS = 4
 MAX_GRID = 2**31 - 1
 MIN_NARROW_XBLOCK = 8  # columns a program of a looped outer reduction, at the fewest
+# rows a step of a split outer reduction's alternatives, at most (the first pick's 256 twice):
+# a long chunk would otherwise offer tiles of 32 x 4096 elements, which spill and compile slowly
+MAX_SPLIT_ALTERNATIVE_RBLOCK = 512
 MIN_OUTER_XBLOCK = 32  # rows a program of an outer persistent reduction (coalesced loads)
 MAX_WARPS = 32
 ADAPTIVE = "adaptive_reduction"
@@ -403,7 +406,7 @@ def _looped_alternatives(shape: KernelShape, device: DeviceInfo) -> list[LaunchC
     rows = triton.next_power_of_2(shape.rnumel)
     tiny = [config(max(1, 512 // rows), rows, 4)] if shape.rnumel < 256 else []
     if shape.split > 1:  # a chunk of rows a program: half the chunk a step, or half the columns
-        chunk = triton.next_power_of_2(shape.chunk)
+        chunk = min(triton.next_power_of_2(shape.chunk), MAX_SPLIT_ALTERNATIVE_RBLOCK)
         return [config(64, max(16, chunk // 2), 8), config(32, chunk, 4)]
     if shape.hint == "outer":
         return [config(64, 128, 8)] + _narrow_outer(shape, device, config)
