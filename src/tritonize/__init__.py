@@ -3,6 +3,7 @@
     model = torch.compile(model, backend="tritonize")
     model = tritonize.compile(model, mode="default")
     report = tritonize.explain(fn, *args)
+    prof = tritonize.profile(fn, *args)               # each kernel's bytes and operations
     outputs, report = tritonize.run_and_explain(fn, *args)
     tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
     tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
@@ -20,10 +21,11 @@ from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
 from .errors import CompileError, PrecompiledArtifactError
 from .caching.precompiled import load_precompiled, precompile
+from .profiling import Profile, profile_from_artifacts
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
-__all__ = ["compile", "explain", "run_and_explain", "config", "Options", "CompileError", "Report",
+__all__ = ["compile", "explain", "run_and_explain", "profile", "Profile", "config", "Options", "CompileError", "Report",
            "wrap_triton", "mutated_arguments", "read_arguments", "analyze_kernel", "precompile",
            "load_precompiled", "PrecompiledArtifactError"]
 
@@ -47,13 +49,26 @@ def explain(fn, *args, options: dict | None = None, **kwargs) -> Report:
 def run_and_explain(fn, *args, options: dict | None = None, dynamic: bool | None = None, **kwargs):
     """explain(), also returning what the compiled `fn` returned: (outputs, Report). dynamic: as
     torch.compile's (True: every size symbolic)."""
+    outputs, recorder = _compile_and_run(fn, args, kwargs, options, dynamic)
+    artifacts = [a for a in recorder if a != "graph"]
+    return outputs, Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
+
+
+def profile(fn, *args, options: dict | None = None, dynamic: bool | None = None, **kwargs) -> Profile:
+    """Compile `fn` afresh, run it once, and count each kernel's and library call's bytes and
+    floating-point operations (profiling.py; backward graphs are compiled, not run)."""
+    recorder = _compile_and_run(fn, args, kwargs, options, dynamic)[1]
+    return profile_from_artifacts([a for a in recorder if a != "graph"])
+
+
+def _compile_and_run(fn, args, kwargs, options, dynamic) -> tuple:
+    """(outputs, recorder) of `fn` compiled afresh and run once."""
     torch._dynamo.reset()
     recorder: list = []
     compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder), dynamic=dynamic)
     with _backward_compiled_with_forward():
         outputs = compiled(*args, **kwargs)
-    artifacts = [a for a in recorder if a != "graph"]
-    return outputs, Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
+    return outputs, recorder
 
 
 def _backward_compiled_with_forward():

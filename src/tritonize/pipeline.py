@@ -22,6 +22,7 @@ from .codegen.kernel import render_kernel
 from .codegen.reduction_kernel import render_reduction_kernel
 from .codegen.scan_kernel import render_scan_kernel
 from .codegen.scatter_kernel import render_scatter_kernel
+from .codegen.traffic import step_costs
 from .codegen.wrapper import render_wrapper
 from .debug import DebugDump
 from .errors import CompileError, Unsupported
@@ -103,7 +104,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         guards=list(graph.sizes.guards) if graph.sizes is not None else [],
         choices=list(graph.sizes.choices) if graph.sizes is not None else [],
         peak_memory=memory.peak, peak_buffers=[list(item) for item in memory.live_at_peak[:PEAK_BUFFERS_SHOWN]],
-        layout_copies=layout_copies(graph))
+        layout_copies=layout_copies(graph), costs=_step_costs(plan.steps, calls, graph, graph_id))
     warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]
@@ -138,6 +139,16 @@ def graph_device(example_inputs, gm: torch.fx.GraphModule | None = None) -> str:
     if len(devices) > 1:
         raise Unsupported(f"inputs on several devices: {sorted(devices)}")
     return "cpu" if devices == {"cpu"} or not devices else "cuda"
+
+
+def _step_costs(steps, calls, graph, graph_id: int) -> list:
+    """The profile's counts (codegen/traffic.py); a failure there costs the profile its rows for
+    this graph, said in a warning, never the compile."""
+    try:
+        return step_costs(steps, calls, graph)
+    except Exception as err:  # noqa: BLE001  (counting is not compiling)
+        warnings.warn(f"tritonize: graph {graph_id}: no profile counts ({type(err).__name__}: {err})", stacklevel=2)
+        return []
 
 
 def check_kernel_devices(calls, buffers: dict, device: str) -> None:

@@ -37,6 +37,9 @@ class GraphArtifacts:
     peak_buffers: list = dataclasses.field(default_factory=list)
     # [inside the graph, at its edges]: kernels that only convert a buffer's layout (lower/conv_layout.py)
     layout_copies: list = dataclasses.field(default_factory=lambda: [0, 0])
+    # each step's [name, kind, bytes read, bytes written, flops] at the example's sizes, from the
+    # IR (codegen/traffic.py): what tritonize.profile reports
+    costs: list = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]

@@ -1,0 +1,71 @@
+"""tritonize.profile (issue 24): each kernel's bytes and floating-point operations, counted from
+the IR (codegen/traffic.py), against counts made by hand."""
+import torch
+import torch.nn.functional as F
+
+import tritonize
+
+ROWS, COLS = 32, 64
+POINTS = ROWS * COLS
+FP32 = 4
+
+
+def _only_kernel(prof):
+    assert len(prof.rows) == 1, str(prof)
+    return prof.rows[0]
+
+
+def test_a_gelu_chain(device):
+    """gelu(2x + 1): mul, add, then gelu's mul by 0.5, mul by 1/sqrt(2), erf, add 1, mul: 7 an
+    element; x read once, the result written once."""
+    row = _only_kernel(tritonize.profile(lambda x: F.gelu(x * 2 + 1), torch.randn(ROWS, COLS, device=device)))
+    assert (row.kind, row.launches) == ("kernel", 1)
+    assert (row.bytes_read, row.bytes_written, row.flops) == (POINTS * FP32, POINTS * FP32, 7 * POINTS)
+
+
+def test_a_softmax(device):
+    """Over rows of 64: the max's and the sum's combines, x - max, exp and the division: 5 an
+    element (exp(x - max) feeds the sum and the output, computed once)."""
+    row = _only_kernel(tritonize.profile(lambda x: torch.softmax(x, -1), torch.randn(ROWS, COLS, device=device)))
+    assert (row.bytes_read, row.bytes_written, row.flops) == (POINTS * FP32, POINTS * FP32, 5 * POINTS)
+
+
+def test_a_layer_norm(device):
+    """An element: the sum's combine (1), the variance's (3), x - mean, times rstd, times the
+    weight, plus the bias (4). A row: mean = sum / 64, var + eps, rsqrt (3)."""
+    x, w, b = torch.randn(ROWS, COLS, device=device), torch.randn(COLS, device=device), torch.randn(COLS, device=device)
+    row = _only_kernel(tritonize.profile(lambda x, w, b: F.layer_norm(x, (COLS,), w, b), x, w, b))
+    assert row.bytes_read == (POINTS + 2 * COLS) * FP32 and row.bytes_written == POINTS * FP32
+    assert row.flops == 8 * POINTS + 3 * ROWS
+
+
+def test_a_matmul_extern(device):
+    a, b = torch.randn(ROWS, COLS, device=device), torch.randn(COLS, 16, device=device)
+    row = _only_kernel(tritonize.profile(lambda a, b: a @ b, a, b))
+    assert (row.name, row.kind) == ("aten.mm.default", "extern")
+    assert (row.bytes_read, row.bytes_written) == ((ROWS * COLS + COLS * 16) * FP32, ROWS * 16 * FP32)
+    assert row.flops == 2 * ROWS * 16 * COLS
+
+
+def test_launches_of_one_kernel_add_up_and_the_table_names_them(device):
+    """Two graphs (a graph break) run the same kernel: one row, two launches, twice the bytes."""
+    def fn(x):
+        y = torch.sin(x)
+        torch._dynamo.graph_break()
+        return torch.sin(y)
+
+    prof = tritonize.profile(fn, torch.randn(ROWS, COLS, device=device))
+    row = _only_kernel(prof)
+    assert row.launches == 2 and row.bytes == 2 * 2 * POINTS * FP32 and row.flops == 2 * POINTS
+    assert row.name in str(prof) and prof.graphs == 2
+
+
+def test_training_counts_the_backward_too(device):
+    """A linear layer's backward: its two products (the input's and the weight's gradients) are
+    counted with the forward's."""
+    layer = torch.nn.Linear(COLS, 16, bias=False, device=device)
+    x = torch.randn(ROWS, COLS, device=device, requires_grad=True)
+    prof = tritonize.profile(lambda x: layer(x).sum(), x)
+    products = [r for r in prof.rows if r.kind == "extern" and "mm" in r.name]
+    assert sum(r.launches for r in products) == 3
+    assert sum(r.flops for r in products) == 3 * 2 * ROWS * 16 * COLS
