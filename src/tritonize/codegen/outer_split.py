@@ -39,11 +39,11 @@ COLUMN_BLOCK = 64  # columns a program of an outer reduction reads (heuristics' 
 SPLITTABLE = tuple(LANE_REDUCERS)
 
 
-def choose_split(xnumel_hint: int, rnumel_hint: int, members, pairs: dict, stages_of) -> int:
-    """SPLIT for an outer looped reduction kernel at the example sizes (1: no split). pairs: its
-    online-softmax pairs (their partial sums are relative to partial maxima: not split);
-    stages_of(members, pairs): its passes over the rows (one only)."""
-    if pairs or not _splittable(members) or len(stages_of(members, pairs)) != 1:
+def choose_split(xnumel_hint: int, rnumel_hint: int, members, online_pairs: bool, passes: int) -> int:
+    """SPLIT for an outer looped reduction kernel at the example sizes (1: no split).
+    online_pairs: it computes an online softmax (partial sums relative to partial maxima: not
+    split); passes: its loops over the rows (one only)."""
+    if online_pairs or passes != 1 or not _splittable(members):
         return 1
     if xnumel_hint * rnumel_hint < MIN_ELEMENTS:
         return 1

@@ -77,8 +77,10 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     rblock = triton.next_power_of_2(max(hints[1], 1))
     limit = MAX_OUTER_PERSISTENT_RBLOCK if outer else MAX_PERSISTENT_RBLOCK
     looped = is_symbolic(space.rnumel) or rblock > limit
-    split = outer_split.choose_split(hints[0], hints[1], members, online_softmax_pairs(members), _stages) \
-        if outer and looped else 1
+    split = 1
+    if outer and looped:
+        pairs = online_softmax_pairs(members)
+        split = outer_split.choose_split(hints[0], hints[1], members, bool(pairs), len(_stages(members, pairs)))
     if is_symbolic(space.rnumel):
         kind = ADAPTIVE
         persistent = _write_body(space, buffers, group, members, plan, persistent=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
+from torch.utils._pytree import tree_leaves
 
 from ..ir import expr as ex
 from ..ir.nodes import ExternCall, TensorArg
@@ -67,9 +67,9 @@ def kernel_cost(group, buffers: dict, hint=int) -> Cost:
         points = hint(group.rows.xnumel) * hint(group.rows.rnumel)
         flops = _row_kernel_flops(group, hint)
     loaded = {e.args[0] for b in group.buffers for e in ex.loads(b.body)} - members
-    read = sum(min(_numel(buffers[n].layout.size, hint), points) * _itemsize(buffers[n].layout.dtype)
+    read = sum(min(_numel(buffers[n].layout.size, hint), points) * buffers[n].layout.dtype.itemsize
                for n in loaded if n in buffers)
-    written = sum(_numel(b.layout.size, hint) * _itemsize(b.layout.dtype) for b in group.stored)
+    written = sum(_numel(b.layout.size, hint) * b.layout.dtype.itemsize for b in group.stored)
     return Cost(read, written, flops)
 
 
@@ -114,10 +114,10 @@ def _varying(body: ex.Expr, r_vars: set) -> dict:
 def extern_cost(call: ExternCall, buffers: dict, hint=int) -> Cost:
     """A library call: bytes of its tensor arguments and results; flops of matmuls and
     convolutions from their shapes."""
-    tensors = [a for a in _flat(call.args) + _flat(list(call.kwargs.values())) if isinstance(a, TensorArg)]
-    read = sum(_numel(t.size, hint) * _itemsize(buffers[t.buffer_name].layout.dtype)
+    tensors = [a for a in tree_leaves((call.args, call.kwargs)) if isinstance(a, TensorArg)]
+    read = sum(_numel(t.size, hint) * buffers[t.buffer_name].layout.dtype.itemsize
                for t in tensors if t.buffer_name in buffers)
-    written = sum(_numel(o.buffer.layout.size, hint) * _itemsize(o.buffer.layout.dtype) for o in call.outputs)
+    written = sum(_numel(o.buffer.layout.size, hint) * o.buffer.layout.dtype.itemsize for o in call.outputs)
     return Cost(read, written, _extern_flops(call, tensors, hint))
 
 
@@ -136,22 +136,11 @@ def _extern_flops(call: ExternCall, tensors: list, hint) -> int:
     return 0
 
 
-def _flat(values) -> list:
-    out = []
-    for v in values:
-        out += _flat(v) if isinstance(v, (list, tuple)) else [v]
-    return out
-
-
 def _numel(size, hint) -> int:
     n = 1
     for s in size:
         n *= hint(s)
     return n
-
-
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def step_costs(steps: list, calls: dict, graph) -> list[list]:

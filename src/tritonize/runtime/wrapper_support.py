@@ -227,8 +227,8 @@ def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None
     another, so nothing writes a source in between)."""
     if _column_major(t):
         return _copy_padded(t.t(), cols, rows, pads).t()
-    key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
-    if pads is not None and key in pads:
+    key = None if pads is None else (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
+    if key in (pads or {}):
         return pads[key]
     if t.stride(1) == 1 or t.shape[1] == 1:  # one kernel (the CPU runs it in Triton's interpreter)
         padded = padded_rows(t, rows, cols)
@@ -239,7 +239,7 @@ def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None
             padded[t.shape[0]:].zero_()
         if cols > t.shape[1]:
             padded[:, t.shape[1]:].zero_()
-    if pads is not None:
+    if key is not None:
         pads[key] = padded
     return padded
 
