@@ -1,6 +1,7 @@
 """Big matmuls with a leading dimension that is not a 16-byte multiple (output rows, depth, an
 operand's row stride) run on aligned copies on CUDA (codegen/wrapper.aligns_matmul, runtime
 matmul_aligned)."""
+import math
 import unittest.mock
 
 import pytest
@@ -58,6 +59,56 @@ def test_a_large_padded_product_is_computed_a_block_of_rows_at_a_time(device, mo
     assert copies == [] and copied[-3:] == [(16, 13), (16, 13), (5, 13)]
     one = bias[:1]  # addmm broadcasts a bias of one element over the columns of both products
     torch.testing.assert_close(matmul_aligned(aten.addmm.out, one, a, weight_t), torch.addmm(one, a, b))
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("cols", [51, 50, 1001, 60, 64])
+def test_many_rows_of_an_odd_width_are_products_by_row_residue(device, dtype, cols, monkeypatch):
+    """With many rows (_by_residue_pays) and a transposed weight, a product of odd width goes
+    straight into the dense result: two products of the columns at the edges, then a product for
+    each residue of the row index whose output rows and first column start at 16-byte boundaries
+    (cuBLAS's vectorized kernels); no padded buffer, no copy. Values with addmm's bias and
+    scales, and with a bias of one element, are eager's."""
+    from tritonize.runtime import wrapper_support
+
+    copied, outs = [], []
+    dense_rows = wrapper_support.dense_rows
+    monkeypatch.setattr(wrapper_support, "dense_rows",
+                        lambda view, out: copied.append(view.shape) or dense_rows(view, out=out))
+    unit = 16 // torch.empty((), dtype=dtype).element_size()
+
+    def recording(op):
+        return lambda *args, out, **kwargs: outs.append(out) or op(*args, out=out, **kwargs)
+
+    # small integers: every sum is exact in bf16 (|value| < 256), so any order of the products'
+    # additions gives eager's values exactly, on any device
+    a = torch.randint(-2, 3, (53, 24), device=device).to(dtype)  # 53 rows >= 2 x depth 24
+    weight = torch.randint(-2, 3, (cols, 24), device=device).to(dtype)
+    bias = torch.randint(-2, 3, (cols,), device=device).to(dtype) * 2
+    product = matmul_aligned(recording(aten.mm.out), a, weight.t())
+    assert product.is_contiguous() and product.shape == (53, cols)
+    torch.testing.assert_close(product, a @ weight.t(), rtol=0, atol=0)
+    assert copied == []
+    if cols % unit == 0:
+        assert len(outs) == 1
+    else:
+        groups = unit // math.gcd(cols, unit)
+        edges, by_residue = outs[:2], outs[2:]
+        assert [o.shape[1] for o in edges] == [unit, unit]
+        assert sorted(o.storage_offset() // cols for o in by_residue) == list(range(groups))
+        for o in by_residue:
+            first = o.storage_offset() % cols
+            assert o.stride() == (groups * cols, 1) and o.data_ptr() % 16 == 0 and o.shape[1] % unit == 0
+            assert first < unit and first + o.shape[1] > cols - unit  # the edges cover the rest
+            assert o.shape[0] in (53 // groups, 53 // groups + 1)
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, bias, a, weight.t(), beta=0.5, alpha=2.0),
+                               torch.addmm(bias, a, weight.t(), beta=0.5, alpha=2.0), rtol=0, atol=0)
+    one = bias[:1]
+    torch.testing.assert_close(matmul_aligned(aten.addmm.out, one, a, weight.t()), torch.addmm(one, a, weight.t()),
+                               rtol=0, atol=0)
+    few = a[:47]  # fewer rows than 2 x depth: padded and copied
+    torch.testing.assert_close(matmul_aligned(aten.mm.out, few, weight.t()), few @ weight.t(), rtol=0, atol=0)
+    assert len(copied) == (1 if cols % unit else 0)
+
 
 
 @pytest.mark.parametrize("vocab", [1001, 1024])

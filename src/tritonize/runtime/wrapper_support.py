@@ -1,6 +1,7 @@
 """Functions generated wrappers call: allocation, layout checks, views, and the script benchmark."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -164,17 +165,56 @@ PADDED_BLOCK_ROWS = 128
 
 def _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.Tensor:
     """The product of width `cols` written into a dense (rows, cols) result through a buffer of
-    a block of rows padded to `wide`, each block copied out before the next is computed."""
+    a block of rows padded to `wide`, each block copied out before the next is computed; or,
+    for many rows and b not copied, by groups of rows (_product_by_row_residue)."""
+    parts = _column_parts(bias, b, cols, wide)
+    if len(parts) == 2 and _by_residue_pays(a, cols):
+        return _product_by_row_residue(out_op, bias, a, b, kwargs, cols)
     dense = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
     block = _padded_block_rows(rows, wide * a.element_size())
     padded = torch.empty((min(block, rows), wide), dtype=a.dtype, device=a.device)
-    parts = _column_parts(bias, b, cols, wide)
     for start in range(0, rows, block):
         count = min(block, rows - start)
         for first, end, part_bias, part_b in parts:
             out_op(*part_bias, a[start:start + count], part_b, **kwargs, out=padded[:count, first:end])
         dense_rows(padded[:count, :cols], out=dense[start:start + count])
     return dense
+
+
+# A product of odd width with at least this many rows per unit of depth is computed by groups of
+# rows: each group's product reads the whole of b, which costs less than the padded result's copy
+# only for many rows. GPT-2's LM head (K = 768, N = 50257, bf16, H100, 2026-11-27,
+# bench/odd_columns.py): by groups 462 us against 783 padded and copied at M = 3072, 1038 against
+# 1725 at 8192; 417 against 282 at 768, 457 against 619 and 460 against 414 (two runs) at 1600.
+RESIDUE_MIN_ROWS_PER_DEPTH = 2
+
+
+def _by_residue_pays(a: torch.Tensor, cols: int) -> bool:
+    rows, depth = a.shape
+    unit = 16 // a.element_size()
+    return rows >= RESIDUE_MIN_ROWS_PER_DEPTH * depth and a.stride(1) == 1 and cols > 2 * unit
+
+
+def _product_by_row_residue(out_op, bias, a, b, kwargs, cols) -> torch.Tensor:
+    """The product of odd width `cols` straight into a dense result: neither padded nor copied.
+    Rows `groups` apart start at the same offset from a 16-byte boundary (groups * cols is a
+    multiple of 16 bytes), so the rows of one residue modulo `groups` are one product over the
+    columns from the first that starts at a boundary in those rows, a multiple of 16 bytes of
+    them, which cuBLAS takes with its vectorized kernels. The few columns left at either edge are
+    two small products over all rows, written first (the groups overwrite what they share).
+    b's columns must start at 16-byte boundaries (a transposed weight), a's rows too."""
+    rows = a.shape[0]
+    unit = 16 // a.element_size()
+    groups = unit // math.gcd(cols, unit)
+    out = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
+    bias = [t.expand(cols) for t in bias]
+    spans = [(0, unit, slice(None)), (cols - unit, cols, slice(None))]
+    for residue in range(min(groups, rows)):
+        first = -residue * cols % unit
+        spans.append((first, first + (cols - first) // unit * unit, slice(residue, None, groups)))
+    for first, end, group in spans:
+        out_op(*[t[first:end] for t in bias], a[group], b[:, first:end], **kwargs, out=out[group, first:end])
+    return out
 
 
 def _column_parts(bias, b, cols, wide) -> list:
