@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 JOBS ?= 2
 
-.PHONY: demo test test-gpu bench bench-models venv
+.PHONY: demo test test-gpu bench bench-models venv chromium
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,7 +18,14 @@ venv: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VPY) -m tritonize.demo
 
-test: $(VENV)/.installed
+# Headless Chromium renders tritonize.profile's HTML page in tests/test_profile_report.py (Debian's
+# package; without it that test skips and says so).
+chromium:
+	@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
+		|| echo "chromium could not be installed: the HTML page test will skip"
+
+test: $(VENV)/.installed chromium
 	$(VPY) -m pytest -q -n $(JOBS) -p no:cacheprovider tests
 
 # On the GPU machine, from source, with nothing installed: the whole suite on CUDA.

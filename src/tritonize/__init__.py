@@ -3,7 +3,7 @@
     model = torch.compile(model, backend="tritonize")
     model = tritonize.compile(model, mode="default")
     report = tritonize.explain(fn, *args)
-    prof = tritonize.profile(fn, *args)               # each kernel's bytes and operations
+    prof = tritonize.profile(fn, *args)               # each kernel's bytes, operations (and GPU time)
     outputs, report = tritonize.run_and_explain(fn, *args)
     tritonize.wrap_triton(kernel)[grid](*args)        # a user Triton kernel that graphs capture
     tritonize.mutated_arguments(kernel, *args)        # which arguments it writes
@@ -12,16 +12,16 @@
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from . import config
+from . import profile  # a module that is also the function tritonize.profile(fn, *args)
 from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
 from .errors import CompileError, PrecompiledArtifactError
 from .caching.precompiled import load_precompiled, precompile
-from .profiling import Profile, profile_from_artifacts
+from .fresh_compile import compile_and_run
+from .profile.rows import Profile
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
@@ -49,34 +49,9 @@ def explain(fn, *args, options: dict | None = None, **kwargs) -> Report:
 def run_and_explain(fn, *args, options: dict | None = None, dynamic: bool | None = None, **kwargs):
     """explain(), also returning what the compiled `fn` returned: (outputs, Report). dynamic: as
     torch.compile's (True: every size symbolic)."""
-    outputs, recorder = _compile_and_run(fn, args, kwargs, options, dynamic)
+    outputs, recorder, _ = compile_and_run(fn, args, kwargs, options, dynamic)
     artifacts = [a for a in recorder if a != "graph"]
     return outputs, Report.from_artifacts(artifacts, graphs=recorder.count("graph"))
-
-
-def profile(fn, *args, options: dict | None = None, dynamic: bool | None = None, **kwargs) -> Profile:
-    """Compile `fn` afresh, run it once, and count each kernel's and library call's bytes and
-    floating-point operations (profiling.py; backward graphs are compiled, not run)."""
-    recorder = _compile_and_run(fn, args, kwargs, options, dynamic)[1]
-    return profile_from_artifacts([a for a in recorder if a != "graph"])
-
-
-def _compile_and_run(fn, args, kwargs, options, dynamic) -> tuple:
-    """(outputs, recorder) of `fn` compiled afresh and run once."""
-    torch._dynamo.reset()
-    recorder: list = []
-    compiled = torch.compile(fn, backend=make_backend(make_options(options), recorder), dynamic=dynamic)
-    with _backward_compiled_with_forward():
-        outputs = compiled(*args, **kwargs)
-    return outputs, recorder
-
-
-def _backward_compiled_with_forward():
-    """AOTAutograd compiles a backward graph when backward first runs, unless told otherwise."""
-    functorch_config = torch._functorch.config
-    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):
-        return contextlib.nullcontext()  # older torch: backward graphs show once backward runs
-    return functorch_config.patch(force_non_lazy_backward_lowering=True)
 
 
 def _register() -> None:

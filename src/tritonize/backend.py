@@ -10,6 +10,7 @@ whose AOTAutograd calling convention is trivial gets the same runner on a miss
 caching/precompiled.py), and under aot_compile any other graph is refused with a CompileError saying why."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import unittest.mock
 
@@ -28,6 +29,25 @@ from .lower import conv_layout
 from .lower.decompositions import decomposition_table
 
 _GRAPH_IDS = itertools.count()
+# Recorders that every back end fills, besides its own, while a `recording_graphs()` block runs
+# (`python -m tritonize.profile script.py`: the graphs a script compiles with backend="tritonize").
+_OBSERVERS: list[list] = []
+
+
+@contextlib.contextmanager
+def recording_graphs():
+    """A list that collects, while the block runs, what every tritonize back end compiles: "graph"
+    for each Dynamo graph and each aten graph's GraphArtifacts (as make_backend's recorder)."""
+    recorder: list = []
+    _OBSERVERS.append(recorder)
+    try:
+        yield recorder
+    finally:
+        _OBSERVERS.remove(recorder)
+
+
+def _recorders(own: list | None) -> list:
+    return ([own] if own is not None else []) + _OBSERVERS
 
 
 def make_backend(options: Options | None = None, recorder: list | None = None):
@@ -36,8 +56,8 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
 
     def record(compiled, role: str) -> None:
         compiled.artifacts.role = role
-        if recorder is not None:
-            recorder.append(compiled.artifacts)
+        for each in _recorders(recorder):
+            each.append(compiled.artifacts)
 
     def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None, user_outputs: int | None = None):
         """user_outputs (a forward graph): how many outputs the Dynamo graph had; the forward's
@@ -65,8 +85,8 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         return torch._dynamo.disable(aten_compiler("backward"))(gm, example_inputs)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
-        if recorder is not None:
-            recorder.append("graph")
+        for each in _recorders(recorder):
+            each.append("graph")
         start_gpu_runtime(example_inputs, compiling=False)  # the driver: kernels load either way
         precompiling = precompiled.under_aot_compile()
         if precompiling:

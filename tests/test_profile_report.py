@@ -1,0 +1,132 @@
+"""tritonize.profile beyond the counts (issue 24): times joined to rows, roofs and bounds, the HTML
+page rendered in headless Chromium, the command line, and the module that is also the function."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tritonize
+from tritonize.profile import KernelRow, Profile, Roofs
+from tritonize.profile.timing import join_times
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _row(name, kind="kernel", read=0, written=0, flops=0):
+    return KernelRow(name, kind, 1, read, written, flops)
+
+
+def test_the_module_is_the_function():
+    import tritonize.profile as module
+
+    assert module is tritonize.profile and callable(tritonize.profile)
+    prof = tritonize.profile(lambda x: torch.sin(x) * 2, torch.randn(8, 8))
+    assert [r.name for r in prof.rows] == ["triton_poi_fused_sin_mul_0"]
+    assert prof.rows[0].aten == ["sin", "mul"]
+
+
+def test_times_join_kernels_by_name_and_library_kernels_by_their_op():
+    """Two runs: a generated kernel's launches by name; cuBLAS's kernel inside aten::mm goes to the
+    mm row; a memset no row claims becomes an "other" row; times are per run, most first."""
+    rows = [_row("triton_poi_fused_add_0", read=800, written=400), _row("aten.mm.default", "extern", 4000, 2000, 10 ** 6)]
+    kernels = [("triton_poi_fused_add_0", 2e-6), ("triton_poi_fused_add_0", 4e-6), ("nvjet_gemm", 30e-6),
+               ("nvjet_gemm", 34e-6), ("Memset (Device)", 1e-6), ("nvjet_gemm", 10e-6)]
+    op_kernels = [("aten::mm", "nvjet_gemm", 30e-6), ("aten::mm", "nvjet_gemm", 34e-6)]
+    joined = join_times(rows, kernels, op_kernels, runs=2)
+    assert [r.name for r in joined] == ["aten.mm.default", "nvjet_gemm", "triton_poi_fused_add_0", "Memset (Device)"]
+    times = {r.name: r.time_s for r in joined}
+    assert times == pytest.approx({"aten.mm.default": 32e-6, "triton_poi_fused_add_0": 3e-6,
+                                   "nvjet_gemm": 5e-6, "Memset (Device)": 0.5e-6})
+    assert [r.kind for r in joined] == ["extern", "other", "kernel", "other"]
+
+
+def test_bounds_shares_and_flags_against_the_roofs():
+    roofs = Roofs("fake", bytes_per_s=1e12, flops_per_s=1e14)  # ridge: 100 operations a byte
+    copy = _row("copy", read=10 ** 6, written=10 ** 6)  # 2 MB: 2 us at the roof
+    product = _row("aten.mm.default", "extern", 10 ** 6, 10 ** 6, 10 ** 9)  # 1 GFLOP: 10 us
+    copy.time_s, product.time_s = 2.5e-6, 40e-6
+    assert roofs.ridge == 100
+    assert copy.bound(roofs) == ("memory", pytest.approx(2e-6)) and copy.share(roofs) == pytest.approx(0.8)
+    assert product.bound(roofs) == ("compute", pytest.approx(1e-5)) and product.share(roofs) == pytest.approx(0.25)
+    prof = Profile([product, copy], graphs=1, runs=1, step_s=60e-6, launches=2, roofs=roofs)
+    assert prof.flagged == [product] and prof.kernel_s == pytest.approx(42.5e-6)
+    assert prof.outside_kernels_s == pytest.approx(17.5e-6)
+    table = str(prof)
+    assert "compute     25% !" in table and "memory     80%" in table and "17.500 ms" not in table
+
+
+def test_the_cpu_profile_has_no_times(device):
+    prof = tritonize.profile(lambda x: torch.softmax(x, -1), torch.randn(16, 32, device=device))
+    if device == "cpu":
+        assert prof.runs == 0 and prof.step_s is None and all(r.time_s is None for r in prof.rows)
+    else:  # the GPU times each kernel and measures its roofs
+        assert prof.runs > 0 and prof.step_s > 0 and prof.launches >= 1 and prof.roofs.bytes_per_s > 1e9
+        assert all(r.time_s > 0 for r in prof.rows if r.kind == "kernel")
+
+
+def _chromium():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("headless Chromium is not installed (make test installs Debian's chromium)")
+    return path
+
+
+def _render(page, tmp_path):
+    """(the DOM after Chromium ran the page, the screenshot as an array)."""
+    import matplotlib.image
+
+    chromium = _chromium()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    url = f"file://{page}"
+    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, *flags, f"--screenshot={shot}", "--window-size=1100,900", url],
+                   capture_output=True, timeout=120, check=True)
+    return dom, matplotlib.image.imread(str(shot))
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["counts", "timed"])
+def test_the_html_page_renders_with_one_point_per_kernel(tmp_path, timed):
+    pytest.importorskip("matplotlib")
+    x, w = torch.randn(32, 64), torch.randn(64, 48)
+    prof = tritonize.profile(lambda x, w: F.gelu(x @ w).softmax(-1) + x[:, :48].cos(), x, w)
+    if timed:  # the GPU's figures, made up: the page draws the roofs and sizes points by time
+        prof.runs, prof.step_s, prof.launches = 1, 1e-3, len(prof.rows)
+        prof.roofs = Roofs("fake", 2e12, 5e14)
+        for i, row in enumerate(prof.rows):
+            row.time_s = 1e-5 * (i + 1)
+    assert len(prof.rows) >= 2
+    page = tmp_path / "profile.html"
+    prof.save_html(str(page))
+    dom, shot = _render(page, tmp_path)
+    assert dom.count('class="kernel"') == len(prof.rows)
+    for i, row in enumerate(prof.rows):
+        assert f'id="kernel-{i}"' in dom and row.name in dom
+    assert ("roofline" in dom) == timed and ("roofs: 2000 GB/s" in dom) == timed
+    assert dom.count("<tr>") == len(prof.rows) + 1  # the header and a row each
+    assert shot.std() > 0.01  # not blank
+
+
+def test_the_command_line_profiles_the_graphs_a_script_compiles(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        f = torch.compile(lambda x: torch.relu(x) * 3, backend="tritonize")
+        f(torch.randn(16, 16))
+        print("script argument", sys.argv[1:])
+    """))
+    page = tmp_path / "out.html"
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tritonize.profile", str(script), "--html", str(page), "--", "--flag"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "script argument ['--flag']" in done.stdout
+    kernel = next(word for word in done.stdout.split() if word.startswith("triton_poi_fused"))
+    assert "relu, mul" in done.stdout and "1 kernels and calls in 1 graph(s)" in done.stdout
+    assert kernel in page.read_text()
