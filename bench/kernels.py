@@ -384,6 +384,8 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=3,
                         help="timing rounds, back ends interleaved; the fastest median counts")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write tritonize.profile's page of the cases (one profile each, merged)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     return parser.parse_args(argv)
 
@@ -422,7 +424,21 @@ def main(argv=None):
             out.write(f"{environment}, {args.dtype}; copy bandwidth: {copy_gbs:.1f} GB/s\n\n")
             out.write(common.format_markdown(HEADERS, rows) + "\n\n")
             out.write("\n".join(f"- {line}" for line in summary) + "\n")
+    if args.html:
+        write_profile_page(cases, args.device, dtype, args.small, args.html)
     return 0
+
+
+def write_profile_page(cases, device, dtype, small, path) -> None:
+    """tritonize.profile of each case (static sizes), merged into one page (issue 24)."""
+    import tritonize
+    from tritonize.profile import merge_profiles
+
+    profiles = {case.name: tritonize.profile(case.fn, *case.make_inputs(device, dtype, small)) for case in cases}
+    merged = merge_profiles(profiles)
+    merged.save_html(path, title=f"tritonize kernel suite ({device}, {str(dtype).split('.')[-1]})")
+    print(merged)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

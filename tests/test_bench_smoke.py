@@ -33,6 +33,16 @@ def test_kernel_suite_runs_on_cpu():
     assert len(rows) == len(cases) and all(line.rstrip().endswith("ok") for line in rows), output
 
 
+def test_kernel_suite_writes_a_profile_page(tmp_path):
+    """--html: tritonize.profile of each case, merged into one page (issue 24)."""
+    page = tmp_path / "suite.html"
+    output = run_bench("kernels.py", "--cases", "gelu_bias,sum_first", "--html", str(page))
+    text = page.read_text()
+    for case in ("gelu_bias/triton_poi_fused", "sum_first/triton_red_fused"):
+        assert case in output and case in text
+    assert "2 graph(s)" in output and 'id="kernel-1"' in text
+
+
 def test_model_suite_runs_on_cpu():
     output = run_bench("models.py", "--models", "mlp", "--mode", "inference")
     assert "model  " in output and "step ms" in output and "accuracy" in output

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import tritonize
-from tritonize.profile import KernelRow, Profile, Roofs
+from tritonize.profile import KernelRow, Profile, Roofs, merge_profiles
 from tritonize.profile.timing import join_times
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -130,3 +130,18 @@ def test_the_command_line_profiles_the_graphs_a_script_compiles(tmp_path):
     kernel = next(word for word in done.stdout.split() if word.startswith("triton_poi_fused"))
     assert "relu, mul" in done.stdout and "1 kernels and calls in 1 graph(s)" in done.stdout
     assert kernel in page.read_text()
+
+
+def test_profiles_of_a_suite_merge_into_one():
+    """Each case's rows and sources under its label; times, wall times and launches added."""
+    roofs = Roofs("fake", 1e12, 1e14)
+    first = Profile([_row("k_0", read=100)], graphs=1, runs=2, step_s=5e-6, launches=1, roofs=roofs,
+                    sources={"k_0": "src a"}, wrappers=["wrapper a"])
+    first.rows[0].time_s = 1e-6
+    second = Profile([_row("k_0", read=300), _row("aten.mm.default", "extern", 10, 10, 10)], graphs=2,
+                     sources={"k_0": "src b"}, wrappers=["wrapper b"])
+    merged = merge_profiles({"one": first, "two": second})
+    assert [r.name for r in merged.rows] == ["one/k_0", "two/k_0", "two/aten.mm.default"]
+    assert merged.sources == {"one/k_0": "src a", "two/k_0": "src b"} and merged.wrappers == ["wrapper a", "wrapper b"]
+    assert (merged.graphs, merged.runs, merged.step_s, merged.launches, merged.roofs) == (3, 1, 5e-6, 1, roofs)
+    assert first.rows[0].name == "k_0"  # the parts are left as they were

@@ -20,10 +20,10 @@ from __future__ import annotations
 import sys
 import types
 
-from .rows import KernelRow, Profile, Roofs, profile_from_artifacts
+from .rows import KernelRow, Profile, Roofs, merge_profiles, profile_from_artifacts
 from .session import profile_function, profile_script
 
-__all__ = ["KernelRow", "Profile", "Roofs", "profile_from_artifacts", "profile_function", "profile_script"]
+__all__ = ["KernelRow", "Profile", "Roofs", "merge_profiles", "profile_from_artifacts", "profile_function", "profile_script"]
 
 
 class _CallableModule(types.ModuleType):

@@ -162,3 +162,23 @@ def profile_from_artifacts(artifacts: list) -> Profile:
     ordered = sorted(rows.values(), key=lambda r: (-r.bytes, r.name))
     return Profile(ordered, graphs=len(artifacts), sources=sources,
                    wrappers=[art.wrapper for art in artifacts if art.wrapper])
+
+
+def merge_profiles(profiles: dict) -> Profile:
+    """One profile of several ({label: Profile}, e.g. a suite's cases): rows, sources and wrappers
+    named `label/name`; times, wall time and launches added (each profile's per run); the first
+    timed profile's roofs."""
+    rows, sources, wrappers = [], {}, []
+    for label, prof in profiles.items():
+        rows += [dataclasses.replace(r, name=f"{label}/{r.name}") for r in prof.rows]
+        sources.update({f"{label}/{name}": source for name, source in prof.sources.items()})
+        wrappers += prof.wrappers
+    timed = [p for p in profiles.values() if p.runs]
+    merged = Profile(sorted(rows, key=lambda r: (-(r.time_s or 0.0), -r.bytes, r.name)),
+                     graphs=sum(p.graphs for p in profiles.values()), sources=sources, wrappers=wrappers)
+    if timed:
+        merged.runs = 1
+        merged.step_s = sum(p.step_s or 0.0 for p in timed)
+        merged.launches = sum(p.launches or 0 for p in timed)
+        merged.roofs = next((p.roofs for p in timed if p.roofs), None)
+    return merged
