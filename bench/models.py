@@ -321,6 +321,8 @@ def run_worker(args):
         workload = Workload(spec, args.mode, args.small, args.device, args.batch)
         phase(args, "build")
         emit(args, measure(args, workload, backend))
+        if args.html_dir and backend == "tritonize" and not args.first_call_only:
+            write_profile_page(args, workload)
         phase(args, "done")
         emit(args, {"phases": args.phases})
     except (model_zoo.MissingPackage, ReferenceFailed) as exc:
@@ -331,6 +333,25 @@ def run_worker(args):
         traceback.print_exc()
         emit(args, {"error": common.describe_error(exc)})
     return 0
+
+
+def write_profile_page(args, workload) -> None:
+    """tritonize.profile of the model's forward (training: under autocast, its backward compiled
+    and counted, not run), written to --html-dir as MODEL_MODE.html (issue 24)."""
+    import tritonize
+
+    forward, device_type = workload.forward_fn(), torch.device(workload.device).type
+
+    def run(*inputs):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=workload.mode == "training"):
+            return forward(*inputs)
+
+    with torch.set_grad_enabled(workload.mode == "training"):
+        prof = tritonize.profile(run, *workload.inputs)
+    os.makedirs(args.html_dir, exist_ok=True)
+    path = os.path.join(args.html_dir, f"{args.models}_{workload.mode}.html")
+    prof.save_html(path, title=f"tritonize: {args.models} {workload.mode} ({args.device})")
+    print(prof)
 
 
 # ============================================================================ parent side
@@ -345,6 +366,8 @@ def worker_options(args, model, mode, backend, first_call_only=False, also_eager
         options.append("--small")
     if args.batch:
         options += ["--batch", str(args.batch)]
+    if args.html_dir:
+        options += ["--html-dir", args.html_dir]
     if first_call_only:
         options.append("--first-call-only")
     if also_eager:
@@ -583,6 +606,7 @@ def parse_args(argv=None):
                         help="use the usual Inductor/Triton cache dirs instead of fresh ones")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     parser.add_argument("--log-dir", help="write each worker's stdout and stderr here")
+    parser.add_argument("--html-dir", help="also write tritonize.profile's page of each model there (tritonize rows)")
     parser.add_argument("--no-fork", action="store_true",
                         help="start each worker as a fresh Python process instead of forking it")
     parser.add_argument("--list", action="store_true", help="list the models and exit")

@@ -69,6 +69,16 @@ def table_rows(output, models):
     return [line.split() for line in output.splitlines() if line.startswith(tuple(m + " " for m in models))]
 
 
+def test_model_suite_writes_a_profile_page_per_model(tmp_path):
+    """--html-dir: each tritonize row's worker also writes tritonize.profile's page (issue 24),
+    training with its backward compiled and counted."""
+    output = run_model_suite("--models", "mlp", "--mode", "both", "--backends", "eager,tritonize",
+                             "--skip-warm", "--html-dir", str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp_inference.html", "mlp_training.html"], output
+    training = (tmp_path / "mlp_training.html").read_text()
+    assert "aten.mm.default" in training and 'id="kernel-0"' in training
+
+
 def assert_measured_with_warm_call(output, models):
     """Every (model, eager/tritonize) row measured, and tritonize's with a warm-call time."""
     rows = table_rows(output, models)
