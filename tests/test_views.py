@@ -177,6 +177,24 @@ def test_non_dense_view_of_intermediate_output_keeps_eager_strides(device, name)
     assert actual.stride() == expected.stride()
 
 
+@pytest.mark.parametrize("columns", [8, 10, 7])
+def test_a_flattened_step_slice_of_an_intermediate_keeps_eager_strides_with_symbolic_sizes(device, columns):
+    """Fuzz seed 101808: `(x * 2)[:, 1::2].reshape(-1)` under dynamic=True is a view of stride 2
+    when the row length is even (the trace guarded s == 2*(s//2), a fact of the ShapeEnv the index
+    simplification now uses) and a copy when it is odd, as eager; it was returned dense."""
+    def fn(x):
+        return (x * 2)[:, 1::2].reshape(-1)
+
+    x = torch.randn(4, columns, device=device)
+    expected = fn(x)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="tritonize", dynamic=True)
+    compiled(torch.randn(3, columns + 2, device=device))  # the graph compiled at another even or odd length
+    actual = compiled(x)
+    assert_same(actual, expected)
+    assert actual.stride() == expected.stride() and actual.storage_offset() == expected.storage_offset()
+
+
 def test_view_of_an_input_returned_with_the_input(device):
     def fn(x):
         v = x[1:]

@@ -157,8 +157,10 @@ def upper_bound(expr: sympy.Expr, ranges: dict) -> int | None:
     return None
 
 
-def simplify_with_ranges(expr: sympy.Expr, ranges: dict) -> sympy.Expr:
-    """Drop FloorDiv/ModularIndexing that the variables' ranges make trivial, then combine digits."""
+def simplify_with_ranges(expr: sympy.Expr, ranges: dict, equal=None) -> sympy.Expr:
+    """Drop FloorDiv/ModularIndexing that the variables' ranges make trivial, then combine digits.
+    equal(a, b): whether two symbolic sizes are known equal beyond their expansion (the
+    ShapeEnv's facts: a trace that viewed a step slice as flat guarded `s == 2*(s//2)`)."""
 
     def visit(e):
         if not e.args:
@@ -178,7 +180,7 @@ def simplify_with_ranges(expr: sympy.Expr, ranges: dict) -> sympy.Expr:
     previous = None
     while previous != expr:
         previous = expr
-        expr = _combined_through_products(combine_digits(visit(expr)))
+        expr = _combined_through_products(combine_digits(visit(expr), equal), equal)
     return expr
 
 
@@ -186,13 +188,13 @@ def _digit_count(expr) -> int:
     return len(expr.atoms(FloorDiv, ModularIndexing))
 
 
-def _combined_through_products(expr):
+def _combined_through_products(expr, equal=None):
     """expr, or its expansion where that lets digits combine: a stride times a flattened view's
     digits, `s14*(s0*FloorDiv(d0, s0) + ModularIndexing(d0, 1, s0))`, is `s14*d0` (the reshape of
     a step-sliced input and back: fuzz seed 91084). Other expressions keep their form."""
     if _digit_count(expr) < 2:
         return expr
-    expanded = combine_digits(sympy.expand(expr))
+    expanded = combine_digits(sympy.expand(expr), equal)
     return expanded if _digit_count(expanded) < _digit_count(expr) else expr
 
 
@@ -212,8 +214,18 @@ def _as_digit(term):
     return None
 
 
-def combine_digits(expr: sympy.Expr) -> sympy.Expr:
-    """Merge adjacent digit ranges of one x: c*d*MI(x,d,n) + c*d*n*MI(x,d*n,m) -> c*d*MI(x,d,n*m)."""
+def _same(a, b, equal) -> bool:
+    """a == b by expansion, or by `equal` where they differ by a division (s against 2*(s//2):
+    the only case that needs the ShapeEnv's facts, and each query costs a sympy proof)."""
+    difference = sympy.expand(a - b)
+    if difference == 0:
+        return True
+    return equal is not None and difference.has(FloorDiv, ModularIndexing) and equal(a, b)
+
+
+def combine_digits(expr: sympy.Expr, equal=None) -> sympy.Expr:
+    """Merge adjacent digit ranges of one x: c*d*MI(x,d,n) + c*d*n*MI(x,d*n,m) -> c*d*MI(x,d,n*m).
+    equal: as simplify_with_ranges's, for the sizes the merge compares."""
     if not expr.is_Add:
         return expr
     terms = list(expr.args)
@@ -230,7 +242,7 @@ def combine_digits(expr: sympy.Expr) -> sympy.Expr:
                     continue
                 ca, x, d, n = da
                 cb, _, d2, m = db
-                if sympy.expand(d2 - d * n) != 0 or sympy.expand(ca * n - cb) != 0:
+                if not _same(d2, d * n, equal) or not _same(ca * n, cb, equal):
                     continue
                 merged = FloorDiv(x, d) if m is None else ModularIndexing(x, d, n * m)
                 terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [ca * merged]

@@ -23,11 +23,13 @@ from .storage import eager_storage, storage_owner
 aten = torch.ops.aten
 
 
-def view_of(node, x: TensorValue, index) -> TensorValue:
-    """x read through `index`; indices are simplified so views of buffers stay plain strides."""
+def view_of(node, x: TensorValue, index, sizes=None) -> TensorValue:
+    """x read through `index`; indices are simplified so views of buffers stay plain strides
+    (sizes: the SizeOracle, whose known equalities let digits of symbolic sizes combine)."""
     size, dtype, device = output_of(node)
     ranges = dict(zip(dim_vars(len(size)), size))
-    body = ex.map_indices(x.at(index), lambda e: simplify_with_ranges(e, ranges))
+    equal = sizes.known_equal if sizes is not None and sizes.shape_env is not None else None
+    body = ex.map_indices(x.at(index), lambda e: simplify_with_ranges(e, ranges, equal))
     return TensorValue(size, x.dtype, device, body)
 
 
@@ -205,7 +207,7 @@ def lower_view(ctx, node, x, shape):
     size = output_of(node)[0]
     if 0 in size or 0 in x.size:
         return view_of(node, x, [sympy.Integer(0)] * x.rank) if x.rank else x
-    return view_of(node, x, reshape_index(x.size, size, ctx.sizes))
+    return view_of(node, x, reshape_index(x.size, size, ctx.sizes), ctx.sizes)
 
 
 @lowering(aten.as_strided.default)
