@@ -36,13 +36,35 @@ def test_times_join_kernels_by_name_and_library_kernels_by_their_op():
     rows = [_row("triton_poi_fused_add_0", read=800, written=400), _row("aten.mm.default", "extern", 4000, 2000, 10 ** 6)]
     kernels = [("triton_poi_fused_add_0", 2e-6), ("triton_poi_fused_add_0", 4e-6), ("nvjet_gemm", 30e-6),
                ("nvjet_gemm", 34e-6), ("Memset (Device)", 1e-6), ("nvjet_gemm", 10e-6)]
-    op_kernels = [("aten::mm", "nvjet_gemm", 30e-6), ("aten::mm", "nvjet_gemm", 34e-6)]
+    op_kernels = [(("aten::mm",), "nvjet_gemm", 30e-6), (("aten::mm",), "nvjet_gemm", 34e-6)]
     joined = join_times(rows, kernels, op_kernels, runs=2)
     assert [r.name for r in joined] == ["aten.mm.default", "nvjet_gemm", "triton_poi_fused_add_0", "Memset (Device)"]
     times = {r.name: r.time_s for r in joined}
     assert times == pytest.approx({"aten.mm.default": 32e-6, "triton_poi_fused_add_0": 3e-6,
                                    "nvjet_gemm": 5e-6, "Memset (Device)": 0.5e-6})
     assert [r.kind for r in joined] == ["extern", "other", "kernel", "other"]
+
+
+def test_library_kernels_inside_nested_ops_and_overloads_of_one_op():
+    """cuDNN's kernel runs inside aten::cudnn_convolution within aten::convolution: it goes to the
+    convolution row (the review's point 8). Two overloads of one op share its time by bytes
+    instead of each taking all of it (point 7)."""
+    rows = [_row("aten.convolution.default", "extern", 1000, 1000, 10), _row("aten.sort.default", "extern", 300, 0),
+            _row("aten.sort.stable", "extern", 100, 0)]
+    op_kernels = [(("aten::cudnn_convolution", "aten::convolution"), "cudnn_fprop", 8e-6),
+                  (("aten::sort",), "radix_sort", 4e-6)]
+    kernels = [("cudnn_fprop", 8e-6), ("radix_sort", 4e-6)]
+    times = {r.name: r.time_s for r in join_times(rows, kernels, op_kernels, runs=1)}
+    assert times == pytest.approx({"aten.convolution.default": 8e-6, "aten.sort.default": 3e-6,
+                                   "aten.sort.stable": 1e-6})
+
+
+def test_a_kernel_launched_more_often_than_its_graph_was_compiled_scales_its_counts():
+    """The counts are per call of each graph; a graph called 4 times a run (a loop around it)
+    launches its kernel 4 times: bytes and operations follow the launches (the review's point 5)."""
+    rows = [KernelRow("triton_poi_fused_sin_0", "kernel", 1, 100, 100, 10)]
+    joined = join_times(rows, [("triton_poi_fused_sin_0", 1e-6)] * 8, [], runs=2)
+    assert (joined[0].launches, joined[0].bytes, joined[0].flops, joined[0].time_s) == (4, 800, 40, pytest.approx(4e-6))
 
 
 def test_bounds_shares_and_flags_against_the_roofs():
@@ -110,6 +132,52 @@ def test_the_html_page_renders_with_one_point_per_kernel(tmp_path, timed):
     assert ("roofline" in dom) == timed and ("roofs: 2000 GB/s" in dom) == timed
     assert dom.count("<tr>") == len(prof.rows) + 1  # the header and a row each
     assert shot.std() > 0.01  # not blank
+
+
+def test_recording_blocks_nest():
+    """The inner block's recorder leaves when it ends, the outer one when it does (they were
+    removed by equality: the inner exit took the outer's equal list away; review point 1)."""
+    from tritonize.backend import _OBSERVERS, recording_graphs
+
+    f = torch.compile(lambda x: x.cos() + 1, backend="tritonize")
+    torch._dynamo.reset()
+    with recording_graphs() as outer:
+        with recording_graphs() as inner:
+            f(torch.randn(4))
+        assert _OBSERVERS == [outer] and _OBSERVERS[0] is outer
+    assert _OBSERVERS == [] and inner == outer and "graph" in outer
+
+
+def test_a_failing_script_still_gets_its_profile_and_exit_code(tmp_path):
+    """A script that exits with a code, after compiling, from another directory, importing a
+    module beside it (the review's points 2 and 3)."""
+    (tmp_path / "helper_module.py").write_text("SCALE = 3\n")
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        from helper_module import SCALE
+        torch.compile(lambda x: torch.exp(x) * SCALE, backend="tritonize")(torch.randn(8))
+        sys.exit(3)
+    """))
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tritonize.profile", str(script)], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=os.path.dirname(SRC))
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "exp, mul" in done.stdout and "1 kernels and calls in 1 graph(s)" in done.stdout
+
+
+def test_the_page_leaves_matplotlibs_backend_alone(tmp_path):
+    """The page draws on a Figure of its own (pyplot's backend would have been switched to Agg,
+    a notebook's inline figures with it: the review's point 10)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    before = matplotlib.get_backend()
+    matplotlib.use("pdf")
+    try:
+        tritonize.profile(lambda x: x.sin(), torch.randn(8)).save_html(str(tmp_path / "p.html"))
+        assert matplotlib.get_backend() == "pdf"
+    finally:
+        matplotlib.use(before)
 
 
 def test_the_command_line_profiles_the_graphs_a_script_compiles(tmp_path):

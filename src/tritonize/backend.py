@@ -42,8 +42,8 @@ def recording_graphs():
     _OBSERVERS.append(recorder)
     try:
         yield recorder
-    finally:
-        _OBSERVERS.remove(recorder)
+    finally:  # by identity: two recorders holding the same graphs are equal lists
+        _OBSERVERS[:] = [each for each in _OBSERVERS if each is not recorder]
 
 
 def _recorders(own: list | None) -> list:

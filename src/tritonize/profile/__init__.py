@@ -28,7 +28,7 @@ __all__ = ["KernelRow", "Profile", "Roofs", "merge_profiles", "profile_from_arti
 
 class _CallableModule(types.ModuleType):
     def __call__(self, fn, *args, **kwargs) -> Profile:
-        """tritonize.profile(fn, *args, options=None, dynamic=None, runs=10, **kwargs): see
+        """tritonize.profile(fn, *args, options=None, dynamic=None, profile_runs=10, **kwargs): see
         session.profile_function."""
         return profile_function(fn, *args, **kwargs)
 

@@ -14,6 +14,7 @@ the table and sources and says why the chart is missing.
 from __future__ import annotations
 
 import html
+import importlib.util
 import io
 import re
 
@@ -48,21 +49,21 @@ def _summary(prof: Profile) -> str:
 
 
 def _chart_or_reason(prof: Profile) -> str:
-    try:
-        import matplotlib
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:
         return "<p class='note'>No chart: matplotlib is not installed (pip install tritonize[report]).</p>"
-    matplotlib.use("Agg")
     return f"<div class='chart'>{_chart_svg(prof)}</div>"
 
 
 def _chart_svg(prof: Profile) -> str:
-    import matplotlib.pyplot as plt
+    # A Figure of its own, not pyplot's: pyplot would need a backend, and choosing one would
+    # change the user's (a notebook's inline figures).
+    from matplotlib.figure import Figure
 
     timed = prof.runs > 0 and prof.roofs is not None
     points = [_point(row, timed) for row in prof.rows]
     y_floor = max([y for _, y, _ in points if y > 0], default=1.0) * Y_FLOOR_FRACTION
-    figure, axes = plt.subplots(figsize=(9, 5.5))
+    figure = Figure(figsize=(9, 5.5))
+    axes = figure.subplots()
     largest = max([size for _, _, size in points], default=1.0) or 1.0
     for i, (row, (x, y, size)) in enumerate(zip(prof.rows, points)):
         hollow = x <= 0 or y <= 0
@@ -79,7 +80,6 @@ def _chart_svg(prof: Profile) -> str:
     axes.grid(True, which="both", alpha=0.3)
     out = io.StringIO()
     figure.savefig(out, format="svg", bbox_inches="tight")
-    plt.close(figure)
     return _with_titles(out.getvalue(), prof)
 
 

@@ -1,8 +1,10 @@
 """Profiling a function or a script: compile, count from the IR, and on a GPU time the kernels."""
 from __future__ import annotations
 
+import os
 import runpy
 import sys
+import traceback
 
 import torch
 import torch.utils._pytree as pytree
@@ -17,41 +19,53 @@ DEFAULT_RUNS = 10
 
 
 def profile_function(fn, *args, options: dict | None = None, dynamic: bool | None = None,
-                     runs: int = DEFAULT_RUNS, **kwargs) -> Profile:
+                     profile_runs: int = DEFAULT_RUNS, **kwargs) -> Profile:
     """Compile `fn` afresh and run it once; count each kernel's and library call's bytes and
-    operations; with CUDA tensors, time `runs` more runs (the kernels' times per run, the wall
-    time, the launches) and measure the device's roofs. Backward graphs are compiled, counted and
-    not run (a run is `fn`'s forward)."""
+    operations; with CUDA tensors, time `profile_runs` more runs (the kernels' times per run, the
+    wall time, the launches) and measure the device's roofs. Backward graphs are compiled, counted
+    and not run (a run is `fn`'s forward). Other keyword arguments go to `fn`."""
     outputs, recorder, compiled = compile_and_run(fn, args, kwargs, options, dynamic)
     prof = profile_from_artifacts([a for a in recorder if a != "graph"])
     device = cuda_device_of((args, kwargs, outputs))
-    if device is None or runs < 1:
+    if device is None or profile_runs < 1:
         return prof
-    return with_times(prof, lambda: compiled(*args, **kwargs), runs, device)
+    return with_times(prof, lambda: compiled(*args, **kwargs), profile_runs, device)
 
 
-def profile_script(path: str, argv: list[str]) -> Profile:
-    """The graphs a script compiles with tritonize, counted; on a machine with CUDA the script
-    runs a second time, timed (the first compiles and autotunes, which launch kernels of their
-    own)."""
-    def run():
-        saved = sys.argv
-        sys.argv = [path] + list(argv)
-        try:
-            runpy.run_path(path, run_name="__main__")
-        finally:
-            sys.argv = saved
-
+def profile_script(path: str, argv: list[str]) -> tuple[Profile, int]:
+    """(the profile of the graphs a script compiles with tritonize, the script's exit code). With
+    CUDA the script runs a second time under torch.profiler: that run loads what the first
+    compiled from the caches (the first also autotunes, which launches kernels of its own). A
+    script's run has no wall time in the profile (its own setup would count as time outside
+    kernels). A script that fails still gets the profile of what it compiled."""
     with recording_graphs() as recorder:
-        run()
+        code = run_script(path, argv)
     prof = profile_from_artifacts([a for a in recorder if a != "graph"])
-    if not torch.cuda.is_available() or not any(a.costs for a in recorder if a != "graph"):
-        return prof
-    return with_times(prof, run, 1, torch.cuda.current_device())
+    if code != 0 or not torch.cuda.is_available() or not any(a.costs for a in recorder if a != "graph"):
+        return prof, code
+    device = torch.cuda.current_device()
+    return with_times(prof, lambda: run_script(path, argv), 1, device, warm_up=False, wall=False), code
 
 
-def with_times(prof: Profile, run, runs: int, device) -> Profile:
-    kernels, op_kernels, step_s, launches = profile_kernels(run, runs)
+def run_script(path: str, argv: list[str]) -> int:
+    """Runs a script as `python path argv...` would (its folder first on sys.path); its exit code."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [path] + list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except Exception:  # noqa: BLE001 (the script's failure is reported, the profile still made)
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def with_times(prof: Profile, run, runs: int, device, warm_up: bool = True, wall: bool = True) -> Profile:
+    kernels, op_kernels, step_s, launches = profile_kernels(run, runs, device, warm_up, wall)
     prof.rows = join_times(prof.rows, kernels, op_kernels, runs)
     prof.runs, prof.step_s, prof.launches = runs, step_s, launches
     prof.roofs = device_roofs(device)

@@ -1,9 +1,15 @@
 """GPU times of a profiled function's kernels (torch.profiler), joined to the profile's rows.
 
-A generated kernel's row takes the time of the GPU kernels of its name. A library call's row
-(`aten.mm.default`) takes the time of the GPU kernels launched inside the matching profiler op
-(`aten::mm`: cuBLAS's, cuDNN's). A GPU kernel neither claims (a memset, runtime copies) becomes
-a row of its own, kind "other", with no bytes or operations counted.
+A generated kernel's row takes the time of the GPU kernels of its name, and its bytes and
+operations are scaled to the launches the profiler saw (the counts are per call of each graph; a
+graph may run several times a run). A library call's row (`aten.mm.default`) takes the time of
+the GPU kernels launched inside the matching profiler op (`aten::mm`), looked up from the
+innermost op outwards (cuDNN's kernels run inside `aten::cudnn_convolution`, within
+`aten::convolution`); rows of one op (two overloads) share its time in proportion to their bytes.
+A GPU kernel no row claims (a memset, runtime copies) becomes a row of its own, kind "other",
+with no bytes or operations counted. Known limits: kernels of one name in two graphs are one
+row; an op the program also calls outside compiled graphs (eager code around them) is counted
+with the library call's row.
 """
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ import collections
 import time
 
 from .rows import KernelRow
+
+# GPU activity that is not a kernel launch (not counted in a run's launches)
+NOT_LAUNCHES = ("Memset", "Memcpy")
 
 
 def profiler_op_name(row_name: str) -> str:
@@ -21,50 +30,85 @@ def profiler_op_name(row_name: str) -> str:
 
 def join_times(rows: list[KernelRow], kernels: list, op_kernels: list, runs: int) -> list[KernelRow]:
     """Rows with `time_s` per run set, plus "other" rows for unclaimed GPU kernels, most time first.
-    kernels: (GPU kernel name, seconds) for every launch; op_kernels: (profiler op name, GPU
-    kernel name, seconds) for launches the profiler attributes to an op."""
-    by_name = collections.defaultdict(float)
+    kernels: (GPU kernel name, seconds) for every launch; op_kernels: (the profiler ops around
+    the launch, innermost first; GPU kernel name, seconds) for launches inside an op."""
+    by_name, count = collections.defaultdict(float), collections.Counter()
     for name, seconds in kernels:
         by_name[name] += seconds
+        count[name] += 1
     named = {r.name for r in rows}
-    extern_ops = {profiler_op_name(r.name) for r in rows if r.kind in ("extern", "fallback")}
-    claimed = collections.defaultdict(float)
-    extern_time = collections.defaultdict(float)
-    for op, name, seconds in op_kernels:
-        if op in extern_ops and name not in named:
-            extern_time[op] += seconds
+    extern_rows = collections.defaultdict(list)
+    for r in rows:
+        if r.kind in ("extern", "fallback"):
+            extern_rows[profiler_op_name(r.name)].append(r)
+    claimed, op_time = collections.defaultdict(float), collections.defaultdict(float)
+    for ops, name, seconds in op_kernels:
+        op = next((o for o in ops if o in extern_rows), None)
+        if op is not None and name not in named:
+            op_time[op] += seconds
             claimed[name] += seconds
+    for op, members in extern_rows.items():
+        total = sum(r.bytes for r in members) or len(members)
+        for r in members:
+            r.time_s = op_time.get(op, 0.0) / runs * ((r.bytes or 1) / total)
     for row in rows:
-        if row.kind in ("extern", "fallback"):
-            row.time_s = extern_time.get(profiler_op_name(row.name), 0.0) / runs
-        elif row.name in by_name:
+        if row.kind not in ("extern", "fallback") and row.name in by_name:
+            _scale_to_launches(row, count[row.name] / runs)
             row.time_s = by_name[row.name] / runs
-    others = [KernelRow(name, "other", 0, 0, 0, 0, time_s=(seconds - claimed[name]) / runs)
+    others = [KernelRow(name, "other", round(count[name] / runs), 0, 0, 0, time_s=(seconds - claimed[name]) / runs)
               for name, seconds in by_name.items() if name not in named and seconds - claimed[name] > 1e-9]
     return sorted(rows + others, key=lambda r: (-(r.time_s or 0.0), -r.bytes, r.name))
 
 
-def profile_kernels(run, runs: int) -> tuple[list, list, float, int]:
-    """Runs `run` once to warm up, `runs` times under torch.profiler, then `runs` times alone:
-    (kernels, op_kernels as join_times takes them, wall seconds of one run, GPU launches of one run)."""
+def _scale_to_launches(row: KernelRow, launches: float) -> None:
+    """The row's counts (per call of each graph) scaled to the launches of a run."""
+    if row.launches and launches and launches != row.launches:
+        factor = launches / row.launches
+        row.bytes_read, row.bytes_written = round(row.bytes_read * factor), round(row.bytes_written * factor)
+        row.flops = round(row.flops * factor)
+        row.launches = round(launches)
+
+
+def profile_kernels(run, runs: int, device, warm_up: bool = True, wall: bool = True) -> tuple:
+    """`run` once to warm up (unless warm_up is False), `runs` times under torch.profiler, then
+    `runs` times alone for the wall time (unless wall is False: None). (kernels, op_kernels as
+    join_times takes them, wall seconds of one run or None, kernel launches of one run)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    run()
-    torch.cuda.synchronize()
+    if warm_up:
+        run()
+        torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             run()
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
     kernels, op_kernels = [], []
     for event in prof.events():
         if event.device_type == DeviceType.CUDA:
             kernels.append((event.name, event.time_range.elapsed_us() * 1e-6))
-        elif event.device_type == DeviceType.CPU:
-            op_kernels += [(event.name, k.name, k.duration * 1e-6) for k in event.kernels]
+        elif event.device_type == DeviceType.CPU and event.kernels:
+            ops = _enclosing_ops(event)
+            op_kernels += [(ops, k.name, k.duration * 1e-6) for k in event.kernels]
+    launches = sum(1 for name, _ in kernels if not name.startswith(NOT_LAUNCHES)) // runs
+    return kernels, op_kernels, _wall_seconds(run, runs, device) if wall else None, launches
+
+
+def _enclosing_ops(event) -> tuple:
+    """The names of the event and of the CPU ops around it, innermost first."""
+    names = []
+    while event is not None:
+        names.append(event.name)
+        event = event.cpu_parent
+    return tuple(names)
+
+
+def _wall_seconds(run, runs: int, device) -> float:
+    import torch
+
     start = time.perf_counter()
     for _ in range(runs):
         run()
-    torch.cuda.synchronize()
-    return kernels, op_kernels, (time.perf_counter() - start) / runs, len(kernels) // runs
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / runs
