@@ -43,6 +43,16 @@ def test_kernel_suite_writes_a_profile_page(tmp_path):
     assert "2 graph(s)" in output and 'id="kernel-1"' in text
 
 
+def test_profile_check_runs_on_cpu():
+    """bench/profile_check.py (issue 24): the suite's figure and the profile's, per case."""
+    command = [sys.executable, os.path.join(REPO, "bench", "profile_check.py"), "--device", "cpu", "--small",
+               "--cases", "softmax"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    output = result.stdout
+    assert "profile / suite" in output and "softmax" in output and "not timed" in output
+
+
 def test_model_suite_runs_on_cpu():
     output = run_bench("models.py", "--models", "mlp", "--mode", "inference")
     assert "model  " in output and "step ms" in output and "accuracy" in output
