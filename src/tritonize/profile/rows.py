@@ -98,7 +98,8 @@ class Profile:
         """Timed rows below FLAG_BELOW_SHARE of their roof."""
         if self.roofs is None:
             return []
-        return [r for r in self.rows if (r.share(self.roofs) or 1.0) < FLAG_BELOW_SHARE]
+        shares = [(r, r.share(self.roofs)) for r in self.rows]
+        return [r for r, share in shares if share is not None and share < FLAG_BELOW_SHARE]
 
     def __str__(self) -> str:
         timed = self.runs > 0
