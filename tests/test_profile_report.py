@@ -213,3 +213,14 @@ def test_profiles_of_a_suite_merge_into_one():
     assert merged.sources == {"one/k_0": "src a", "two/k_0": "src b"} and merged.wrappers == ["wrapper a", "wrapper b"]
     assert (merged.graphs, merged.runs, merged.step_s, merged.launches, merged.roofs) == (3, 1, 5e-6, 1, roofs)
     assert first.rows[0].name == "k_0"  # the parts are left as they were
+
+
+def test_a_timed_script_profile_has_no_wall_time_and_still_renders(tmp_path):
+    """A script's profile is timed without a wall time (session.profile_script): the table and
+    the page say what they have (the page's summary multiplied step_s, None there)."""
+    row = _row("triton_poi_fused_add_0", read=800, written=400)
+    row.time_s = 2e-6
+    prof = Profile([row], graphs=1, runs=1, step_s=None, launches=1, roofs=Roofs("fake", 1e12, 1e14))
+    assert "a run: 0.002 ms in kernels, 1 launches" in str(prof)
+    prof.save_html(str(tmp_path / "p.html"))
+    assert "a run: 0.002 ms in kernels, 1 launches" in (tmp_path / "p.html").read_text()

@@ -18,7 +18,7 @@ import importlib.util
 import io
 import re
 
-from .rows import FLAG_BELOW_SHARE, Profile
+from .rows import Profile, is_flagged
 
 X_FLOOR = 1e-3  # operations a byte, where rows without operations are drawn
 Y_FLOOR_FRACTION = 1e-4  # of the largest value on the y axis
@@ -38,14 +38,8 @@ def save_html(prof: Profile, path: str, title: str = "tritonize profile") -> Non
 
 
 def _summary(prof: Profile) -> str:
-    text = f"{len(prof.rows)} kernels and library calls in {prof.graphs} graph(s)"
-    if prof.runs:
-        text += (f"; a run: {prof.kernel_s * 1e3:.3f} ms in kernels, {prof.step_s * 1e3:.3f} ms wall "
-                 f"({prof.outside_kernels_s * 1e3:.3f} ms outside kernels), {prof.launches} launches")
-    if prof.roofs:
-        text += (f"; {prof.roofs.device}: {prof.roofs.bytes_per_s / 1e9:.0f} GB/s copy, "
-                 f"{prof.roofs.flops_per_s / 1e12:.0f} TFLOP/s matmul (measured)")
-    return text + ("" if prof.runs else "; not timed (no GPU): bytes and operations only")
+    text = f"{len(prof.rows)} kernels and library calls in {prof.graphs} graph(s); "
+    return text + (prof.summary() if prof.runs else "not timed (no GPU): bytes and operations only")
 
 
 def _chart_or_reason(prof: Profile) -> str:
@@ -105,12 +99,12 @@ def _with_titles(svg: str, prof: Profile) -> str:
     """A <title> (the hover text) inside each point's group; the XML prologue dropped (inline SVG)."""
     svg = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
     for i, row in enumerate(prof.rows):
-        label = html.escape(f"{row.name} ({row.kind}): {_row_text(row, prof)}")
+        label = html.escape(f"{row.name} ({row.kind}): {_row_text(row)}")
         svg = svg.replace(f'<g id="kernel-{i}">', f'<g id="kernel-{i}" class="kernel"><title>{label}</title>', 1)
     return svg
 
 
-def _row_text(row, prof: Profile) -> str:
+def _row_text(row) -> str:
     text = f"{row.bytes / 1e6:.3f} MB, {row.flops / 1e6:.3f} MFLOP"
     if row.time_s:
         text += f", {row.time_s * 1e6:.1f} us"
@@ -138,13 +132,13 @@ def _cells(row, prof: Profile) -> str:
 
 
 def _timed_cells(row, prof: Profile) -> list:
-    if not row.time_s:
+    figures = row.figures(prof.roofs)
+    if figures is None:
         return ["-"] * 5
-    bound, share = (row.bound(prof.roofs)[0], row.share(prof.roofs)) if prof.roofs else ("-", None)
-    flag = " class='flag'" if share is not None and share < FLAG_BELOW_SHARE else ""
+    us, gbs, tflops, bound, share = figures
+    flag = " class='flag'" if is_flagged(share) else ""
     share_text = f"<span{flag}>{share:.0%}</span>" if share is not None else "-"
-    return [f"{row.time_s * 1e6:.1f}", f"{row.bytes / row.time_s / 1e9:.1f}",
-            f"{row.flops / row.time_s / 1e12:.3f}", bound, share_text]
+    return [f"{us:.1f}", f"{gbs:.1f}", f"{tflops:.3f}", bound, share_text]
 
 
 def _sources(prof: Profile) -> str:

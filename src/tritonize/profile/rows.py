@@ -60,6 +60,18 @@ class KernelRow:
             return None
         return self.bound(roofs)[1] / self.time_s
 
+    def figures(self, roofs: Roofs | None) -> tuple | None:
+        """(us, GB/s, TFLOP/s, "memory"/"compute" or "-", share or None) of a timed row, else None:
+        what the table and the page show."""
+        if not self.time_s:
+            return None
+        bound, share = (self.bound(roofs)[0], self.share(roofs)) if roofs else ("-", None)
+        return (self.time_s * 1e6, self.bytes / self.time_s / 1e9, self.flops / self.time_s / 1e12, bound, share)
+
+
+def is_flagged(share: float | None) -> bool:
+    return share is not None and share < FLAG_BELOW_SHARE
+
 
 @dataclasses.dataclass
 class Profile:
@@ -98,8 +110,7 @@ class Profile:
         """Timed rows below FLAG_BELOW_SHARE of their roof."""
         if self.roofs is None:
             return []
-        shares = [(r, r.share(self.roofs)) for r in self.rows]
-        return [r for r, share in shares if share is not None and share < FLAG_BELOW_SHARE]
+        return [r for r in self.rows if is_flagged(r.share(self.roofs))]
 
     def __str__(self) -> str:
         timed = self.runs > 0
@@ -116,7 +127,8 @@ class Profile:
         lines.append(f"{len(self.rows)} kernels and calls in {self.graphs} graph(s): {self.bytes / 1e6:.3f} MB, "
                      f"{self.flops / 1e6:.3f} MFLOP")
         if timed:
-            lines.append(self._summary())
+            legend = f"; ! = under {FLAG_BELOW_SHARE:.0%} of its roof" if self.roofs else ""
+            lines.append(self.summary() + legend)
         return "\n".join(lines)
 
     def save_html(self, path: str, title: str = "tritonize profile") -> None:
@@ -125,23 +137,25 @@ class Profile:
         save_html(self, path, title)
 
     def _timed_columns(self, r: KernelRow) -> str:
-        if not r.time_s:
+        figures = r.figures(self.roofs)
+        if figures is None:
             return f" {'-':>9} {'-':>8} {'-':>8} {'-':>7} {'-':>7}"
-        bound, share = (r.bound(self.roofs)[0], r.share(self.roofs)) if self.roofs else ("-", None)
+        us, gbs, tflops, bound, share = figures
         share_text = f"{share:.0%}" if share is not None else "-"
-        flag = " !" if share is not None and share < FLAG_BELOW_SHARE else ""
-        return (f" {r.time_s * 1e6:>9.1f} {r.bytes / r.time_s / 1e9:>8.1f} {r.flops / r.time_s / 1e12:>8.2f}"
-                f" {bound:>7} {share_text:>7}{flag}")
+        return (f" {us:>9.1f} {gbs:>8.1f} {tflops:>8.2f} {bound:>7} {share_text:>7}"
+                f"{' !' if is_flagged(share) else ''}")
 
-    def _summary(self) -> str:
+    def summary(self) -> str:
+        """A timed run in a line: kernel time, wall time and time outside kernels (a function's
+        profile; a script's has no wall time), launches, the roofs."""
         text = f"a run: {self.kernel_s * 1e3:.3f} ms in kernels"
         if self.step_s is not None:
             text += f", {self.step_s * 1e3:.3f} ms wall, {self.outside_kernels_s * 1e3:.3f} ms outside kernels"
         if self.launches is not None:
             text += f", {self.launches} launches"
         if self.roofs is not None:
-            text += (f"; roofs ({self.roofs.device}): {self.roofs.bytes_per_s / 1e9:.0f} GB/s, "
-                     f"{self.roofs.flops_per_s / 1e12:.0f} TFLOP/s; ! = under {FLAG_BELOW_SHARE:.0%} of its roof")
+            text += (f"; roofs ({self.roofs.device}, measured): {self.roofs.bytes_per_s / 1e9:.0f} GB/s copy, "
+                     f"{self.roofs.flops_per_s / 1e12:.0f} TFLOP/s matmul")
         return text
 
 

@@ -167,12 +167,12 @@ def _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.T
     """The product of width `cols` written into a dense (rows, cols) result through a buffer of
     a block of rows padded to `wide`, each block copied out before the next is computed; or,
     for many rows and b not copied, by groups of rows (_product_by_row_residue)."""
-    parts = _column_parts(bias, b, cols, wide)
-    if len(parts) == 2 and _by_residue_pays(a, cols):
+    if b.shape[1] != wide and _by_residue_pays(a, cols):  # b as it is (not copied padded)
         return _product_by_row_residue(out_op, bias, a, b, kwargs, cols)
     dense = torch.empty((rows, cols), dtype=a.dtype, device=a.device)
     block = _padded_block_rows(rows, wide * a.element_size())
     padded = torch.empty((min(block, rows), wide), dtype=a.dtype, device=a.device)
+    parts = _column_parts(bias, b, cols, wide)
     for start in range(0, rows, block):
         count = min(block, rows - start)
         for first, end, part_bias, part_b in parts:
