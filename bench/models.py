@@ -336,18 +336,11 @@ def run_worker(args):
 
 
 def write_profile_page(args, workload) -> None:
-    """tritonize.profile of the model's forward (training: under autocast, its backward compiled
-    and counted, not run), written to --html-dir as MODEL_MODE.html (issue 24)."""
+    """tritonize.profile of the suite's step (training: forward under autocast, loss, backward),
+    written to --html-dir as MODEL_MODE.html (issue 24)."""
     import tritonize
 
-    forward, device_type = workload.forward_fn(), torch.device(workload.device).type
-
-    def run(*inputs):
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=workload.mode == "training"):
-            return forward(*inputs)
-
-    with torch.set_grad_enabled(workload.mode == "training"):
-        prof = tritonize.profile(run, *workload.inputs)
+    prof = tritonize.profile(workload.step_fn(workload.forward_fn()))
     os.makedirs(args.html_dir, exist_ok=True)
     path = os.path.join(args.html_dir, f"{args.models}_{workload.mode}.html")
     prof.save_html(path, title=f"tritonize: {args.models} {workload.mode} ({args.device})")

@@ -5,14 +5,15 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import tritonize
-from tritonize.profile import KernelRow, Profile, Roofs, merge_profiles
-from tritonize.profile.timing import join_times
+from tritonize.profile import KernelRow, Profile, Roofs, merge_profiles, profile_from_artifacts
+from tritonize.profile.timing import graph_calls, join_times
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -65,6 +66,46 @@ def test_a_kernel_launched_more_often_than_its_graph_was_compiled_scales_its_cou
     rows = [KernelRow("triton_poi_fused_sin_0", "kernel", 1, 100, 100, 10)]
     joined = join_times(rows, [("triton_poi_fused_sin_0", 1e-6)] * 8, [], runs=2)
     assert (joined[0].launches, joined[0].bytes, joined[0].flops, joined[0].time_s) == (4, 800, 40, pytest.approx(4e-6))
+
+
+def test_the_l2_flush_is_one_kernel_of_its_own_name_that_zeroes_its_buffer():
+    """Each profiled run starts after this kernel (left out of the profile by its name) writes
+    zeros over a buffer twice the L2 cache."""
+    from tritonize.profile import flush
+
+    buffer = torch.arange(3 * flush.BLOCK + 5, dtype=torch.int32)
+    flush.flush_l2(buffer)
+    assert torch.equal(buffer, torch.zeros_like(buffer))
+    assert f"def {flush.KERNEL_NAME}(" in flush.SOURCE
+
+
+def _graph(costs, kernel_names):
+    kernels = [types.SimpleNamespace(name=n, source=f"def {n}(): pass", fused_nodes=[]) for n in kernel_names]
+    return types.SimpleNamespace(kernels=kernels, costs=costs, wrapper="")
+
+
+def test_graphs_count_as_often_as_the_timed_runs_ran_them():
+    """A forward and its backward compiled, a run calling the forward only: the backward's rows
+    (its product, its kernel) are not counted, and the mm row is the forward's alone (the
+    review's GPT-2 training page had the backward's products against the forward's time: 468%
+    of the matmul roof). A graph launching its kernel twice a call, seen 8 times in 2 runs, ran
+    twice a run; a graph of library calls only counts once; one whose only kernel shares its
+    name with another graph's counts once when that name was seen."""
+    forward = _graph([("triton_poi_fused_sin_0", "kernel", 100, 100, 10), ("aten.mm.default", "extern", 400, 100, 800)],
+                     ["triton_poi_fused_sin_0"])
+    backward = _graph([("triton_poi_fused_cos_mul_0", "kernel", 200, 100, 20),
+                       ("aten.mm.default", "extern", 400, 100, 800)], ["triton_poi_fused_cos_mul_0"])
+    loop = _graph([("triton_poi_fused_add_1", "kernel", 8, 8, 1)] * 2, ["triton_poi_fused_add_1"])
+    library = _graph([("aten.mm.default", "extern", 40, 10, 80)], [])
+    shared = _graph([("triton_poi_fused_sin_0", "kernel", 100, 100, 10)], ["triton_poi_fused_sin_0"])
+    kernels = [("triton_poi_fused_sin_0", 1e-6)] * 2 + [("triton_poi_fused_add_1", 1e-6)] * 8 + [("gemm", 1e-6)] * 2
+    artifacts = [forward, backward, loop, library, shared]
+    calls = graph_calls(artifacts, kernels, runs=2)
+    assert calls == [1, 0, 2, 1, 1]
+    prof = profile_from_artifacts(artifacts[:2], calls[:2])
+    assert [(r.name, r.launches, r.bytes, r.flops) for r in prof.rows] == [
+        ("aten.mm.default", 1, 500, 800), ("triton_poi_fused_sin_0", 1, 200, 10)]
+    assert prof.graphs_not_run == 1 and "1 graph(s) compiled and not run" in str(prof)
 
 
 def test_bounds_shares_and_flags_against_the_roofs():

@@ -38,7 +38,7 @@ def save_html(prof: Profile, path: str, title: str = "tritonize profile") -> Non
 
 
 def _summary(prof: Profile) -> str:
-    text = f"{len(prof.rows)} kernels and library calls in {prof.graphs} graph(s); "
+    text = f"{len(prof.rows)} kernels and library calls in {prof.graphs} graph(s){prof.not_run_note()}; "
     return text + (prof.summary() if prof.runs else "not timed (no GPU): bytes and operations only")
 
 

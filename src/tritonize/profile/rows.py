@@ -83,6 +83,7 @@ class Profile:
     roofs: Roofs | None = None
     sources: dict = dataclasses.field(default_factory=dict)  # generated kernel name -> source
     wrappers: list = dataclasses.field(default_factory=list)  # each graph's wrapper source
+    graphs_not_run: int = 0  # compiled graphs the timed runs did not run (a backward not called)
 
     def row(self, name: str) -> KernelRow:
         return next(r for r in self.rows if r.name == name)
@@ -125,7 +126,7 @@ class Profile:
             if r.aten:
                 lines.append(f"    {', '.join(r.aten)[:120]}")
         lines.append(f"{len(self.rows)} kernels and calls in {self.graphs} graph(s): {self.bytes / 1e6:.3f} MB, "
-                     f"{self.flops / 1e6:.3f} MFLOP")
+                     f"{self.flops / 1e6:.3f} MFLOP" + self.not_run_note())
         if timed:
             legend = f"; ! = under {FLAG_BELOW_SHARE:.0%} of its roof" if self.roofs else ""
             lines.append(self.summary() + legend)
@@ -145,6 +146,12 @@ class Profile:
         return (f" {us:>9.1f} {gbs:>8.1f} {tflops:>8.2f} {bound:>7} {share_text:>7}"
                 f"{' !' if is_flagged(share) else ''}")
 
+    def not_run_note(self) -> str:
+        if not self.graphs_not_run:
+            return ""
+        return (f"; {self.graphs_not_run} graph(s) compiled and not run by the timed runs (a backward "
+                "not called?), not counted")
+
     def summary(self) -> str:
         """A timed run in a line: kernel time, wall time and time outside kernels (a function's
         profile; a script's has no wall time), launches, the roofs."""
@@ -159,23 +166,26 @@ class Profile:
         return text
 
 
-def profile_from_artifacts(artifacts: list) -> Profile:
+def profile_from_artifacts(artifacts: list, calls: list[int] | None = None) -> Profile:
     """The rows of the compiled graphs' step costs (GraphArtifacts.costs), summed by name, with
-    each kernel's aten nodes and source and each graph's wrapper."""
+    each kernel's aten nodes and source and each graph's wrapper. `calls`: how often each graph
+    ran in a run (timing.graph_calls; 1 each when not given); a graph that did not run adds no
+    row and is counted in `graphs_not_run`."""
+    calls = [1] * len(artifacts) if calls is None else calls
     rows: dict[str, KernelRow] = {}
     sources, aten = {}, {}
-    for art in artifacts:
+    for art, times in zip(artifacts, calls):
         for kernel in art.kernels:
             sources[kernel.name] = kernel.source
             aten[kernel.name] = list(kernel.fused_nodes)
-        for name, kind, read, written, flops in art.costs:
+        for name, kind, read, written, flops in art.costs if times else ():
             row = rows.setdefault(name, KernelRow(name, kind, 0, 0, 0, 0, aten.get(name, [])))
-            row.launches += 1
-            row.bytes_read += read
-            row.bytes_written += written
-            row.flops += flops
+            row.launches += times
+            row.bytes_read += read * times
+            row.bytes_written += written * times
+            row.flops += flops * times
     ordered = sorted(rows.values(), key=lambda r: (-r.bytes, r.name))
-    return Profile(ordered, graphs=len(artifacts), sources=sources,
+    return Profile(ordered, graphs=len(artifacts), sources=sources, graphs_not_run=calls.count(0),
                    wrappers=[art.wrapper for art in artifacts if art.wrapper])
 
 
@@ -190,7 +200,8 @@ def merge_profiles(profiles: dict) -> Profile:
         wrappers += prof.wrappers
     timed = [p for p in profiles.values() if p.runs]
     merged = Profile(sorted(rows, key=lambda r: (-(r.time_s or 0.0), -r.bytes, r.name)),
-                     graphs=sum(p.graphs for p in profiles.values()), sources=sources, wrappers=wrappers)
+                     graphs=sum(p.graphs for p in profiles.values()), sources=sources, wrappers=wrappers,
+                     graphs_not_run=sum(p.graphs_not_run for p in profiles.values()))
     if timed:
         merged.runs = 1
         merged.step_s = sum(p.step_s or 0.0 for p in timed)

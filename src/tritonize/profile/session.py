@@ -13,7 +13,7 @@ from ..backend import recording_graphs
 from ..fresh_compile import compile_and_run
 from .rows import Profile, profile_from_artifacts
 from .roofs import device_roofs
-from .timing import join_times, profile_kernels
+from .timing import graph_calls, join_times, profile_kernels
 
 DEFAULT_RUNS = 10
 
@@ -25,11 +25,11 @@ def profile_function(fn, *args, options: dict | None = None, dynamic: bool | Non
     wall time, the launches) and measure the device's roofs. Backward graphs are compiled, counted
     and not run (a run is `fn`'s forward). Other keyword arguments go to `fn`."""
     outputs, recorder, compiled = compile_and_run(fn, args, kwargs, options, dynamic)
-    prof = profile_from_artifacts([a for a in recorder if a != "graph"])
+    artifacts = [a for a in recorder if a != "graph"]
     device = cuda_device_of((args, kwargs, outputs))
     if device is None or profile_runs < 1:
-        return prof
-    return with_times(prof, lambda: compiled(*args, **kwargs), profile_runs, device)
+        return profile_from_artifacts(artifacts)
+    return with_times(artifacts, lambda: compiled(*args, **kwargs), profile_runs, device)
 
 
 def profile_script(path: str, argv: list[str]) -> tuple[Profile, int]:
@@ -40,11 +40,11 @@ def profile_script(path: str, argv: list[str]) -> tuple[Profile, int]:
     kernels). A script that fails still gets the profile of what it compiled."""
     with recording_graphs() as recorder:
         code = run_script(path, argv)
-    prof = profile_from_artifacts([a for a in recorder if a != "graph"])
-    if code != 0 or not torch.cuda.is_available() or not any(a.costs for a in recorder if a != "graph"):
-        return prof, code
+    artifacts = [a for a in recorder if a != "graph"]
+    if code != 0 or not torch.cuda.is_available() or not any(a.costs for a in artifacts):
+        return profile_from_artifacts(artifacts), code
     device = torch.cuda.current_device()
-    return with_times(prof, lambda: run_script(path, argv), 1, device, warm_up=False, wall=False), code
+    return with_times(artifacts, lambda: run_script(path, argv), 1, device, warm_up=False, wall=False), code
 
 
 def run_script(path: str, argv: list[str]) -> int:
@@ -64,8 +64,10 @@ def run_script(path: str, argv: list[str]) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def with_times(prof: Profile, run, runs: int, device, warm_up: bool = True, wall: bool = True) -> Profile:
+def with_times(artifacts: list, run, runs: int, device, warm_up: bool = True, wall: bool = True) -> Profile:
+    """The profile of `runs` runs of `run`: the rows of the graphs as often as each ran, timed."""
     kernels, op_kernels, step_s, launches = profile_kernels(run, runs, device, warm_up, wall)
+    prof = profile_from_artifacts(artifacts, graph_calls(artifacts, kernels, runs))
     prof.rows = join_times(prof.rows, kernels, op_kernels, runs)
     prof.runs, prof.step_s, prof.launches = runs, step_s, launches
     prof.roofs = device_roofs(device)

@@ -7,7 +7,9 @@ the GPU kernels launched inside the matching profiler op (`aten::mm`), looked up
 innermost op outwards (cuDNN's kernels run inside `aten::cudnn_convolution`, within
 `aten::convolution`); rows of one op (two overloads) share its time in proportion to their bytes.
 A GPU kernel no row claims (a memset, runtime copies) becomes a row of its own, kind "other",
-with no bytes or operations counted. Known limits: kernels of one name in two graphs are one
+with no bytes or operations counted. Each profiled run starts with a cold L2 cache (a buffer
+larger than it is zeroed first, as bench/kernels.py's do_bench does), so a kernel's bytes are
+DRAM traffic, the roof they are compared with; the flush's kernel (profile/flush.py) is left out. Known limits: kernels of one name in two graphs are one
 row; an op the program also calls outside compiled graphs (eager code around them) is counted
 with the library call's row.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import collections
 import time
 
+from .flush import KERNEL_NAME as FLUSH_KERNEL, flush_bytes, flush_l2
 from .rows import KernelRow
 
 # GPU activity that is not a kernel launch (not counted in a run's launches)
@@ -26,6 +29,25 @@ def profiler_op_name(row_name: str) -> str:
     """The profiler's name of a library call's op: aten.mm.default -> aten::mm."""
     parts = row_name.split(".")
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else row_name
+
+
+def graph_calls(artifacts: list, kernels: list, runs: int) -> list[int]:
+    """How often each graph ran in a run, from the launches the profiler saw of the generated
+    kernels whose name no other graph has (a graph's kernel launched twice per call and seen 8
+    times in 2 runs: 2 calls). A graph whose kernels all share names with other graphs' counts 1
+    if any was seen, else 0; a graph of library calls only counts 1 (its calls are not told apart
+    from eager code's)."""
+    seen = collections.Counter(name for name, _ in kernels)
+    owners = collections.Counter(name for art in artifacts for name in {k.name for k in art.kernels})
+    calls = []
+    for art in artifacts:
+        per_call = collections.Counter(c[0] for c in art.costs if c[0] in {k.name for k in art.kernels})
+        if not per_call:
+            calls.append(1)
+            continue
+        own = [round(seen[n] / runs / per_call[n]) for n in per_call if owners[n] == 1]
+        calls.append(max(own) if own else int(any(seen[n] for n in per_call)))
+    return calls
 
 
 def join_times(rows: list[KernelRow], kernels: list, op_kernels: list, runs: int) -> list[KernelRow]:
@@ -70,9 +92,10 @@ def _scale_to_launches(row: KernelRow, launches: float) -> None:
 
 
 def profile_kernels(run, runs: int, device, warm_up: bool = True, wall: bool = True) -> tuple:
-    """`run` once to warm up (unless warm_up is False), `runs` times under torch.profiler, then
-    `runs` times alone for the wall time (unless wall is False: None). (kernels, op_kernels as
-    join_times takes them, wall seconds of one run or None, kernel launches of one run)."""
+    """`run` once to warm up (unless warm_up is False), `runs` times under torch.profiler, each
+    after an L2 flush, then `runs` times alone for the wall time (unless wall is False: None).
+    (kernels, op_kernels as join_times takes them, wall seconds of one run or None, kernel
+    launches of one run)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -80,13 +103,17 @@ def profile_kernels(run, runs: int, device, warm_up: bool = True, wall: bool = T
     if warm_up:
         run()
         torch.cuda.synchronize(device)
+    flush_buffer = torch.empty(flush_bytes(device) // 4, dtype=torch.int32, device=device)
+    flush_l2(flush_buffer)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
+            flush_l2(flush_buffer)
             run()
         torch.cuda.synchronize(device)
+    del flush_buffer
     kernels, op_kernels = [], []
     for event in prof.events():
-        if event.device_type == DeviceType.CUDA:
+        if event.device_type == DeviceType.CUDA and event.name != FLUSH_KERNEL:
             kernels.append((event.name, event.time_range.elapsed_us() * 1e-6))
         elif event.device_type == DeviceType.CPU and event.kernels:
             ops = _enclosing_ops(event)
