@@ -585,7 +585,7 @@ def test_an_adaptive_reduction_runs_persistent_or_looped_by_size_bucket():
             assert blocks["PERSISTENT"] == 1 and blocks["RBLOCK"] == triton.next_power_of_2(length)
         else:
             assert blocks["PERSISTENT"] == 0 and blocks["RBLOCK"] <= 4096
-    assert sorted(bucket for _, bucket in kernel.variants) == [(4, 1, 16384), (8, 1, 128)]
+    assert sorted(key[1] for key in kernel.variants) == [(4, 1, 16384), (8, 1, 128)]
 
     calls = []  # Triton's own launch path (a profiler's hooks): the bucket's config, not the last one
     kernel.fn = type("Recorder", (), {"arg_names": kernel.fn.arg_names,
@@ -594,3 +594,37 @@ def test_an_adaptive_reduction_runs_persistent_or_looped_by_size_bucket():
     kernel._generic(*pointers, 2, 5000)
     assert (calls[0]["PERSISTENT"], calls[0]["RBLOCK"]) == (1, 128)
     assert (calls[1]["PERSISTENT"], calls[1]["RBLOCK"]) == (1, 8192)
+
+
+def test_sizes_that_fill_the_tiles_launch_the_kernel_compiled_with_even():
+    """A reduction of symbolic sizes takes EVEN, or-ed into its bounds' masks: a launch whose
+    sizes fill every tile (here 64 rows of 128: XBLOCK divides the rows, RBLOCK is the row) runs
+    the binary compiled with EVEN=True; 64 rows of 100, in the same size bucket, the one with
+    EVEN=False, compiled for the bucket's chosen config alone (not tuned again); back at 128
+    the first variant is found again, nothing compiled. Triton's own launch path passes EVEN too."""
+    kernel, env = symbolic_kernel(lambda x: x.softmax(-1), torch.randn(5, 3))
+    assert kernel.has_even and "EVEN" in kernel.fn.arg_names
+    pointers = [torch.zeros(1 << 16), torch.zeros(1 << 16)]
+    position = kernel.fn.arg_names.index("EVEN")
+
+    def launch(rows, length):
+        kernel.launch(*pointers, rows, length)
+        last = env.launches[-1]
+        return dict(last["job"].blocks), last["args"][position]
+
+    blocks, even = launch(64, 128)
+    assert 64 % blocks["XBLOCK"] == 0 and (blocks["PERSISTENT"], blocks["RBLOCK"]) == (1, 128)
+    assert blocks["EVEN"] is True and even == 1
+    compiled = len(env.submitted)
+    blocks, even = launch(64, 100)
+    assert blocks["EVEN"] is False and even == 0 and len(env.submitted) == compiled + 1
+    assert {k: v for k, v in blocks.items() if k != "EVEN"} == dict(kernel.config.blocks, PDL=True)
+    assert launch(64, 128)[0]["EVEN"] is True and launch(64, 100)[0]["EVEN"] is False
+    assert len(env.submitted) == compiled + 1 and sorted(key[2] for key in kernel.variants) == [False, True]
+
+    calls = []
+    kernel.fn = type("Recorder", (), {"arg_names": kernel.fn.arg_names,
+                                      "__getitem__": lambda self, grid: lambda *a, **kw: calls.append(kw)})()
+    kernel._generic(*pointers, 64, 128)
+    kernel._generic(*pointers, 64, 100)
+    assert [c["EVEN"] for c in calls] == [True, False]

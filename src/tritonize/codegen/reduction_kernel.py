@@ -16,6 +16,12 @@ A row of symbolic length gets both bodies in one kernel ("adaptive_reduction"), 
 `if PERSISTENT:` (a constexpr: Triton compiles the branch taken alone). The launch config of
 each size bucket chooses: the persistent body, with RBLOCK the bucket's row length, when the
 rows fit in registers, else the looped one (runtime/heuristics.py).
+
+A kernel of symbolic sizes also takes a constexpr `EVEN`, or-ed into the masks of its symbolic
+bounds (`xmask`, `rmask`): the launcher sets it when the launch's sizes fill every tile (XBLOCK
+divides xnumel; RBLOCK divides the row, or each split chunk, or equals it in the persistent
+body: heuristics.even_source), and Triton then drops those masks, as a static kernel of such
+sizes has none.
 """
 from __future__ import annotations
 
@@ -100,6 +106,8 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     if split > 1:
         params, arg_names = params + ["ws_ptr", "sem_ptr"], arg_names + _split_arguments(group, members, split, buffers)
     params, arg_names = plan.parameters(params, arg_names)
+    if is_symbolic(space.xnumel) or is_symbolic(space.rnumel):
+        blocks.append("EVEN")  # the launch's sizes fill every tile: the symbolic bounds' masks are all true
     baked = rblock if kind == "persistent_reduction" else None
     source = kernel_source(name, params, blocks, _head_lines(space, writer, group, baked, split) + body)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
@@ -318,6 +326,7 @@ def _stages(members, pairs: dict) -> list[Stage]:
 
 class _ReductionWriter(_BodyWriter):
     NARROW_LOAD_MASKS = False  # a masked lane must read 0, the sums' neutral value
+    EVEN_MASKS = True  # symbolic bounds' masks or EVEN in (the module docstring; scans do not)
 
     def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool,
                  split: int = 1):
@@ -461,7 +470,9 @@ class _ReductionWriter(_BodyWriter):
     def r_index_lines(self, rindex: str) -> list[str]:
         lines = [f"rindex = {rindex}"]
         if self.r_mask:
-            lines.append(f"rmask = rindex < {'rend' if self.split > 1 else 'rnumel'}")
+            bound = f"rindex < {'rend' if self.split > 1 else 'rnumel'}"
+            even = self.EVEN_MASKS and is_symbolic(self.space.rnumel)
+            lines.append(f"rmask = ({bound}) | EVEN" if even else f"rmask = {bound}")
         return lines + _dim_lines(self.space.r_dims, "rindex")
 
     def _publish(self, member: Member, value: str) -> None:
@@ -577,5 +588,6 @@ def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblo
         program = "xprogram"
     lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     if writer.x_mask:
-        lines.append("xmask = xindex < xnumel")
+        even = writer.EVEN_MASKS and is_symbolic(space.xnumel)
+        lines.append("xmask = (xindex < xnumel) | EVEN" if even else "xmask = xindex < xnumel")
     return lines + _dim_lines(space.x_dims, "xindex")

@@ -237,6 +237,21 @@ def grid_source(config: LaunchConfig, numel_exprs: dict, split: int = 1) -> tupl
     return (programs,)
 
 
+def even_source(config: LaunchConfig, numel_exprs: dict, split: int = 1) -> str:
+    """When a reduction kernel of symbolic sizes may launch with EVEN (codegen/reduction_kernel.py),
+    as source over its parameters: every tile of the config is full along each symbolic numel.
+    Along x, XBLOCK divides xnumel; along r, RBLOCK equals the row (the persistent body) or
+    divides it (looped), each of `split` chunks included."""
+    blocks, parts = config.blocks, []
+    xnumel, rnumel = numel_exprs.get("xnumel", "1"), numel_exprs.get("rnumel", "1")
+    if not xnumel.strip().isdigit():
+        parts.append(f"({xnumel}) % {blocks['XBLOCK']} == 0")
+    if not rnumel.strip().isdigit():
+        r_block = blocks["RBLOCK"]
+        parts.append(f"({rnumel}) == {r_block}" if blocks.get("PERSISTENT") else f"({rnumel}) % {split * r_block} == 0")
+    return " and ".join(parts) or "True"
+
+
 def pick_config(kind: str, xnumel: int, ynumel: int, rnumel: int, on_gpu: bool,
                 hint: str | None = None, device: DeviceInfo | None = None) -> LaunchConfig:
     """The heuristic's first pick (what runs without autotuning). hint: for reductions, "outer"

@@ -35,7 +35,7 @@ from triton.runtime.errors import InterpreterError
 
 from . import autotune, autotune_cache
 from .benchmarking import WrittenArgs, written_params
-from .heuristics import DeviceInfo, KernelShape, candidates, grid_source, uses_heavy_math
+from .heuristics import DeviceInfo, KernelShape, candidates, even_source, grid_source, uses_heavy_math
 from .interpreter_checks import IndexOutOfBoundsError, IntegerDivisionByZeroError
 from .loader import load_source_module
 from .progress import wait_all
@@ -56,6 +56,8 @@ class GeneratedKernel:
         # symbolic sizes: args -> (xnumel, ynumel, rnumel), whose powers of two are the bucket
         self._numels = _numels_function(fn, numel_exprs) if numel_exprs else None
         self._known_numels = [numel_exprs.get(n, "1").strip().isdigit() for n in NUMEL_NAMES] if numel_exprs else []
+        self.has_even = "EVEN" in fn.arg_names  # a reduction of symbolic sizes (heuristics.even_source)
+        self._even_functions: dict = {}  # config's blocks -> args -> EVEN
 
     def bucket(self, args) -> tuple:
         """The size bucket of a launch: each symbolic numel rounded up to a power of two."""
@@ -80,6 +82,16 @@ class GeneratedKernel:
             grid = self._grid_functions[key] = _grid_function(self.fn, config, self.numel_exprs, self.shape.split)
         return grid(*args)
 
+    def even_for(self, config, args) -> bool | None:
+        """The EVEN constexpr of a launch of `config` (None: the kernel has none)."""
+        if not self.has_even:
+            return None
+        key = tuple(sorted(config.blocks.items()))
+        even = self._even_functions.get(key)
+        if even is None:
+            even = self._even_functions[key] = _even_function(self.fn, config, self.numel_exprs, self.shape.split)
+        return bool(even(*args))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name}, {self.kind}, grid={self.config.grid}, {self.config})"
 
@@ -101,8 +113,9 @@ class InterpretedKernel(GeneratedKernel):
                 self._bucket_configs[bucket] = candidates(self.bucket_shape(bucket), "default", on_gpu=False)[0]
             config = self._bucket_configs[bucket]
             runner = self.fn[self.grid_for(config, args)]
+        constants = self.constants if not self.has_even else dict(self.constants, EVEN=self.even_for(config, args))
         try:
-            runner(*args, **config.blocks, **self.constants)
+            runner(*args, **config.blocks, **constants)
         except InterpreterError as err:  # a bad index or divisor is the user's error: say it plainly
             cause = err.__cause__
             if isinstance(cause, (IndexOutOfBoundsError, IntegerDivisionByZeroError)):
@@ -220,10 +233,11 @@ class CudaEnvironment:
 class _Pending:
     """Compiles under way for one specialization (and, for symbolic sizes, one size bucket)."""
 
-    def __init__(self, configs, handles, cache_key, from_cache, shape: KernelShape, bucket=None):
+    def __init__(self, configs, handles, cache_key, from_cache, shape: KernelShape, bucket=None, even_of=None):
         self.configs, self.handles = configs, handles
         self.cache_key, self.from_cache = cache_key, from_cache
         self.shape, self.bucket = shape, bucket
+        self.even_of = even_of or (lambda config: None)  # config -> its EVEN at the launch's sizes
 
 
 class GpuKernel(GeneratedKernel):
@@ -239,7 +253,8 @@ class GpuKernel(GeneratedKernel):
         self.source, self.mode, self.module_path = source, mode, module_path
         self.params = list(fn.arg_names)
         runtime_constants = launch_constants(fn, pdl=False)
-        self.positional = [p for p in self.params if p not in self.config.blocks and p not in runtime_constants]
+        constants = set(self.config.blocks) | set(runtime_constants) | {"EVEN"}
+        self.positional = [p for p in self.params if p not in constants]
         self._device_constants: dict = {}  # device index -> what _constants returns
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
         self._bucket_configs: dict = {}  # bucket -> candidate configs for its sizes
@@ -266,22 +281,40 @@ class GpuKernel(GeneratedKernel):
             self._device_constants[device] = launch_constants(self.fn, pdl=supports_pdl(self.env.target(device)))
         return self._device_constants[device]
 
-    def _job(self, config, spec: ArgSpec) -> CompileJob:
-        blocks = dict(config.blocks, **self._constants(spec.device))
+    def _blocks(self, config, device: int, even: bool | None) -> dict:
+        """The constexprs of a compile: the config's, the device's, EVEN where the kernel has it."""
+        blocks = dict(config.blocks, **self._constants(device))
+        if even is not None:
+            blocks["EVEN"] = even
+        return blocks
+
+    def _job(self, config, spec: ArgSpec, even: bool | None = None) -> CompileJob:
+        blocks = self._blocks(config, spec.device, even)
         return CompileJob(self.module_path, self.name, spec, tuple(sorted(blocks.items())),
                           config.num_warps, config.num_stages, self.env.target(spec.device), self.debug)
 
-    def _compile(self, config, spec: ArgSpec):
-        """Start compiling one config (once per specialization: size buckets share it); the
-        worker also builds its host launcher."""
+    def _compile(self, config, spec: ArgSpec, even: bool | None = None):
+        """Start compiling one config (once per specialization and EVEN: size buckets share it);
+        the worker also builds its host launcher."""
         from .fast_launch import build_host_launcher
 
-        key = (config, spec)
+        key = (config, spec, even)
         if key not in self._compiles:
-            self._compiles[key] = self.env.pool.submit(self.fn, self._job(config, spec), prepare=build_host_launcher)
+            job = self._job(config, spec, even)
+            self._compiles[key] = self.env.pool.submit(self.fn, job, prepare=build_host_launcher)
         return self._compiles[key]
 
-    def _submit(self, spec: ArgSpec, use_cache: bool = True, bucket=None) -> _Pending:
+    def _submit(self, spec: ArgSpec, use_cache: bool = True, bucket=None, args=None) -> _Pending:
+        """Compiles of the candidates of a specialization (and bucket). A kernel with EVEN
+        compiles each candidate with the EVEN the launch's `args` give it; a bucket already tuned
+        compiles its choice alone (a launch whose sizes fill the tiles, or no longer do)."""
+        def even_of(config):
+            return self.even_for(config, args)
+
+        if self.has_even and bucket in self._bucket_choices:
+            choice = self._bucket_choices[bucket]
+            return _Pending([choice], [self._compile(choice, spec, even_of(choice))], None, True,
+                            self.bucket_shape(bucket), bucket, even_of)
         shape, configs = self._shape_and_configs(bucket)
         key, cached = None, None
         if len(configs) > 1 or autotune.is_max_autotune(self.mode):
@@ -290,8 +323,8 @@ class GpuKernel(GeneratedKernel):
             cached = autotune_cache.load(key, shape) if use_cache else None
             if cached is not None:
                 configs = [cached]
-        handles = [self._compile(c, spec) for c in configs]
-        return _Pending(configs, handles, key, cached is not None, shape, bucket)
+        handles = [self._compile(c, spec, even_of(c)) for c in configs]
+        return _Pending(configs, handles, key, cached is not None, shape, bucket, even_of)
 
     def _shape_and_configs(self, bucket) -> tuple:
         """The kernel's shape and candidates: the example's, or a size bucket's."""
@@ -307,13 +340,13 @@ class GpuKernel(GeneratedKernel):
         known = dict(zip(pending.configs, pending.handles))
 
         def compile_many(configs):
-            handles = [known.get(c) or self._compile(c, spec) for c in configs]
+            handles = [known.get(c) or self._compile(c, spec, pending.even_of(c)) for c in configs]
             results = wait_all(handles, "compiling kernels", self.env.counts)
-            return [r if isinstance(r, Exception) else self._variant(c, r, spec, pending.bucket)
+            return [r if isinstance(r, Exception) else self._variant(c, r, spec, pending.bucket, pending.even_of(c))
                     for c, r in zip(configs, results)]
         return compile_many
 
-    def _variant(self, config, compiled, spec: ArgSpec, bucket=None):
+    def _variant(self, config, compiled, spec: ArgSpec, bucket=None, even: bool | None = None):
         from .fast_launch import generate_launcher
 
         try:
@@ -321,11 +354,15 @@ class GpuKernel(GeneratedKernel):
         except Exception as err:  # out of resources (shared memory, threads) on this device
             return err
         dtypes = [_torch_dtype(kind) for kind, _ in spec.args]
-        blocks = dict(config.blocks, **self._constants(spec.device))
+        blocks = self._blocks(config, spec.device, even)
         grid = config.grid if self.numel_exprs is None else grid_source(config, self.numel_exprs, self.shape.split)
+        checks = self._bucket_checks(bucket)
+        if even is not None:  # a launch whose sizes fill the tiles, or no longer do, goes elsewhere
+            condition = even_source(config, self.numel_exprs, self.shape.split)
+            checks.append(f"not ({condition})" if even else f"({condition})")
         launcher = generate_launcher(self.params, blocks, grid, spec, dtypes, loaded,
                                      self.env.stream, self.env.current_device, self._fallback,
-                                     name=_identifier(self.name), extra_checks=self._bucket_checks(bucket))
+                                     name=_identifier(self.name), extra_checks=checks)
         return autotune.Variant(config, launcher.unchecked, loaded.n_regs, loaded.n_spills, launcher)
 
     def _bucket_checks(self, bucket) -> list[str]:
@@ -347,7 +384,7 @@ class GpuKernel(GeneratedKernel):
         if spec is None or not self.env.fast_path or any(p.startswith("_") for p in self.positional):
             return self._generic(*args)
         bucket = None if self._numels is None else self.bucket(args)
-        key = spec if bucket is None else (spec, bucket)
+        key = self._variant_key(spec, bucket, args)
         launcher = self.variants.get(key)
         if launcher is None:
             with self._lock:
@@ -357,7 +394,7 @@ class GpuKernel(GeneratedKernel):
                         launcher = self._build(spec, args, bucket)
                     except Exception as err:  # noqa: BLE001  (reported, then Triton's own path decides)
                         return self._give_up_fast_path(err, *args)
-                self.variants[key] = launcher
+                self.variants[self._variant_key(spec, bucket, args)] = launcher
         if self._hot_spec is None or _pointer_kinds(spec) == _pointer_kinds(self._hot_spec):
             # Only the size arguments changed (a graph with symbolic sizes called at a new size:
             # 16 | 131 no longer, another bucket): calls go straight to this variant from now on. A
@@ -365,6 +402,17 @@ class GpuKernel(GeneratedKernel):
             # a less aligned variant would also pass the guards of aligned calls.
             self.launch, self._hot_spec = launcher, spec
         return launcher.unchecked(*args)
+
+    def _variant_key(self, spec: ArgSpec, bucket, args):
+        """What a launch's variant is found by: the specialization, the size bucket, and for a
+        kernel with EVEN the value the bucket's chosen config gives these sizes (None before the
+        bucket is tuned)."""
+        if bucket is None:
+            return spec
+        if not self.has_even:
+            return (spec, bucket)
+        choice = self._bucket_choices.get(bucket)
+        return (spec, bucket, None if choice is None else self.even_for(choice, args))
 
     def _give_up_fast_path(self, err: Exception, *args):
         """Our compile or launch glue failed: say so and use Triton's launch path for this kernel
@@ -377,14 +425,14 @@ class GpuKernel(GeneratedKernel):
 
     def _build(self, spec: ArgSpec, args, bucket=None):
         pending = self.pending.pop(spec, None) if bucket is None else None  # (compiles started at import)
-        pending = pending or self._submit(spec, bucket=bucket)
+        pending = pending or self._submit(spec, bucket=bucket, args=args)
         try:
             selection = self._select(spec, pending, args)
         except autotune.NoUsableConfig:
             if not pending.from_cache:
                 raise
             log.debug("tritonize: cached config of %s does not compile here; tuning again", self.name)
-            pending = self._submit(spec, use_cache=False, bucket=bucket)
+            pending = self._submit(spec, use_cache=False, bucket=bucket, args=args)
             selection = self._select(spec, pending, args)
         self.config = selection.best.config
         if bucket is not None:
@@ -423,6 +471,8 @@ class GpuKernel(GeneratedKernel):
         extra = {"debug": True, "sanitize_overflow": False} if self.debug else {}
         extra["enable_fp_fusion"] = False  # as compile_options (runtime/compile_worker.py)
         extra.update(self._constants(self.env.device_index()))
+        if self.has_even:
+            extra["EVEN"] = self.even_for(config, args)
         if extra.get("PDL"):
             extra["launch_pdl"] = True
         self.fn[self.grid_for(config, args)](*args, **config.blocks, num_warps=config.num_warps,
@@ -500,6 +550,12 @@ def _numels_function(fn, numel_exprs: dict):
     params = ", ".join(f"{name}=None" for name in fn.arg_names)
     values = ", ".join(f"({numel_exprs.get(name, '1')})" for name in NUMEL_NAMES)
     return eval(f"lambda {params}: ({values})", {})  # noqa: S307  (our own generated arithmetic)
+
+
+def _even_function(fn, config, numel_exprs: dict, split: int = 1):
+    """args -> whether a launch of `config` fills its tiles (heuristics.even_source)."""
+    params = ", ".join(f"{name}=None" for name in fn.arg_names)
+    return eval(f"lambda {params}: {even_source(config, numel_exprs, split)}", {})  # noqa: S307
 
 
 def _grid_function(fn, config, numel_exprs: dict, split: int = 1):
