@@ -147,6 +147,9 @@ class _BodyWriter:
     # A pointwise kernel's load is masked only along the dims its index reads (`masks_of_dims_read`);
     # reduction kernels keep the whole mask (their masked lanes must read the neutral 0).
     NARROW_LOAD_MASKS = True
+    # Kernels with the EVEN constexpr (reductions of symbolic sizes, codegen/reduction_kernel.py)
+    # or it into their bounds; a split's last-chunk bound then adds its condition to `even_when`.
+    even_masks = False
 
     def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool, sizes: SizeOracle | None = None):
         self.space = space
@@ -158,6 +161,7 @@ class _BodyWriter:
         self.loaded: list[str] = []
         self.stored_values: dict = {}
         self.counter = 0
+        self.even_when: list[str] = []  # conditions (over the size parameters) EVEN also needs
         self.pointers: dict[str, str] = {}
         self.has_checks = False  # set by codegen/indirect.py
         self.size_renames: dict = {}  # symbolic sizes: ShapeEnv symbol -> the kernel's ks parameter
@@ -249,6 +253,8 @@ class _BodyWriter:
             # (two constants go the long way: each a tensor, so the result is one too)
             lhs, rhs = (self.index_text(a.args[0]) for a in e.args)
             return self.new_var(f"({lhs}) {INDEX_COMPARISONS[e.op]} ({rhs})")
+        if e.op == "chunk_bound":
+            return self._chunk_bound(e)
         if e.op == "index_expr" and not self.varies(self.space.rewrite.get(e.args[0], e.args[0])):
             return f"tl.full([], {print_index(self.space.rewrite.get(e.args[0], e.args[0]))}, {triton_dtype(e.dtype)})"
         if e.op == "index_expr":
@@ -266,6 +272,18 @@ class _BodyWriter:
         if e.op in INTEGER_DIVISIONS and not e.args[1].dtype.is_floating_point:
             self._check_divisor(e, args[1], mask)
         return self.new_var(render_op(e.op, args, [a.dtype for a in e.args], e.dtype))
+
+    def _chunk_bound(self, e: ex.Expr) -> str:
+        """A split reduction's last-chunk bound, r < rows - split * chunk (lower/reductions.py): true
+        for every r when the split divides the rows (its third argument, their remainder, is 0)."""
+        lhs, rhs, remainder = (self.index_text(a.args[0]) for a in e.args)
+        bound = f"({lhs}) < ({rhs})"
+        if not self.even_masks:
+            return self.new_var(bound)
+        condition = f"({remainder}) == 0"
+        if condition not in self.even_when:
+            self.even_when.append(condition)
+        return self.new_var(f"({bound}) | EVEN")
 
     def _check_divisor(self, e: ex.Expr, divisor: str, mask) -> None:
         """Eager raises on an integer divisor of zero on the CPU: so do we there, for the lanes that

@@ -108,11 +108,15 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     params, arg_names = plan.parameters(params, arg_names)
     if is_symbolic(space.xnumel) or is_symbolic(space.rnumel):
         blocks.append("EVEN")  # the launch's sizes fill every tile: the symbolic bounds' masks are all true
+    numel_exprs = plan.numel_exprs
+    even_when = writer.even_when + [c for c in (persistent.even_when if kind == ADAPTIVE else []) if c not in writer.even_when]
+    if even_when:
+        numel_exprs = dict(numel_exprs, even_when=" and ".join(even_when))
     baked = rblock if kind == "persistent_reduction" else None
     source = kernel_source(name, params, blocks, _head_lines(space, writer, group, baked, split) + body)
     return RenderedKernel(name, source, kind, arg_names, hints[0], 1, group.origins(), rnumel=hints[1],
                           hint="outer" if outer else "inner", checks=writer.has_checks,
-                          numel_exprs=plan.numel_exprs, split=split)
+                          numel_exprs=numel_exprs, split=split)
 
 
 def _split_arguments(group, members, split: int, buffers) -> list[str]:
@@ -326,7 +330,11 @@ def _stages(members, pairs: dict) -> list[Stage]:
 
 class _ReductionWriter(_BodyWriter):
     NARROW_LOAD_MASKS = False  # a masked lane must read 0, the sums' neutral value
-    EVEN_MASKS = True  # symbolic bounds' masks or EVEN in (the module docstring; scans do not)
+
+    @property
+    def even_masks(self) -> bool:
+        """A kernel of symbolic sizes takes EVEN (the module docstring); scans do not."""
+        return is_symbolic(self.space.xnumel) or is_symbolic(self.space.rnumel)
 
     def __init__(self, space: RowIteration, buffers, group, members, persistent: bool, use_int64: bool,
                  split: int = 1):
@@ -471,7 +479,7 @@ class _ReductionWriter(_BodyWriter):
         lines = [f"rindex = {rindex}"]
         if self.r_mask:
             bound = f"rindex < {'rend' if self.split > 1 else 'rnumel'}"
-            even = self.EVEN_MASKS and is_symbolic(self.space.rnumel)
+            even = self.even_masks and is_symbolic(self.space.rnumel)
             lines.append(f"rmask = ({bound}) | EVEN" if even else f"rmask = {bound}")
         return lines + _dim_lines(self.space.r_dims, "rindex")
 
@@ -588,6 +596,6 @@ def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblo
         program = "xprogram"
     lines.append(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     if writer.x_mask:
-        even = writer.EVEN_MASKS and is_symbolic(space.xnumel)
+        even = writer.even_masks and is_symbolic(space.xnumel)
         lines.append("xmask = (xindex < xnumel) | EVEN" if even else "xmask = xindex < xnumel")
     return lines + _dim_lines(space.x_dims, "xindex")

@@ -82,7 +82,7 @@ class _ScanWriter(_ReductionWriter):
     """Writes every member on one tile (or chunk); ScanBuffers become scans, the rest is
     inherited: loads with per-dim masks, in-group values in registers, stores."""
 
-    EVEN_MASKS = False  # scans launch without EVEN (a carry crosses chunks: not measured)
+    even_masks = False  # scans launch without EVEN (a carry crosses chunks: not measured)
 
     def __init__(self, *args):
         super().__init__(*args)

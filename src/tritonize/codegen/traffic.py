@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_leaves
 from ..ir import expr as ex
 from ..ir.nodes import ExternCall, TensorArg
 
-NOT_ARITHMETIC = {"load", "constant", "index_expr", "to_dtype", "where", "masked", "indirect", "eq", "ne",
+NOT_ARITHMETIC = {"load", "constant", "index_expr", "to_dtype", "where", "masked", "indirect", "eq", "ne", "chunk_bound",
                   "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan", "isinf",
                   "signbit", "rounded"}
 # operations a reduction adds per element it combines (var: a two-pass sub, mul and add)

@@ -194,7 +194,7 @@ class LoweringContext:
 
 
 # Selections, comparisons and casts: what a cat or pad adds around each load, a few instructions.
-SELECTION_OPS = frozenset({"where", "masked", "lt", "le", "gt", "ge", "eq", "ne", "logical_and",
+SELECTION_OPS = frozenset({"where", "masked", "lt", "le", "gt", "ge", "eq", "ne", "chunk_bound", "logical_and",
                            "logical_or", "to_dtype"})
 
 

@@ -157,8 +157,12 @@ def _split_reduce(ctx, x, dims, kept, out_size, rtype, body, split, outer) -> Te
         # whole row of partials (computed once a program), not r + split_var * chunk < rnumel
         # computed at every element
         rest = rnumel - split_var * chunk
-        inside = ex.op("lt", ex.index_expr(reduction_vars(1)[0], torch.int64), ex.index_expr(rest, torch.int64),
-                       dtype=torch.bool)
+        r, rest = ex.index_expr(reduction_vars(1)[0], torch.int64), ex.index_expr(rest, torch.int64)
+        if is_symbolic(rnumel):  # true for every r when split divides rnumel: the launch knows (EVEN)
+            remainder = ex.index_expr(rnumel - split * FloorDiv(rnumel, split), torch.int64)
+            inside = ex.op("chunk_bound", r, rest, remainder, dtype=torch.bool)
+        else:
+            inside = ex.op("lt", r, rest, dtype=torch.bool)
         element = ex.masked(inside, element, neutral_value(rtype, body.dtype))
     partial_size = (split,) + kept_size if outer else kept_size + (split,)
     partial = ReductionBuffer(ctx.new_name(), Layout(partial_size, contiguous_strides(partial_size), 0,

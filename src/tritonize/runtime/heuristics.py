@@ -241,7 +241,8 @@ def even_source(config: LaunchConfig, numel_exprs: dict, split: int = 1) -> str:
     """When a reduction kernel of symbolic sizes may launch with EVEN (codegen/reduction_kernel.py),
     as source over its parameters: every tile of the config is full along each symbolic numel.
     Along x, XBLOCK divides xnumel; along r, RBLOCK equals the row (the persistent body) or
-    divides it (looped), each of `split` chunks included."""
+    divides it (looped), each of `split` chunks included; and the kernel's own conditions
+    (`even_when`: a split reduction's rows divide into its chunks)."""
     blocks, parts = config.blocks, []
     xnumel, rnumel = numel_exprs.get("xnumel", "1"), numel_exprs.get("rnumel", "1")
     if not xnumel.strip().isdigit():
@@ -249,6 +250,8 @@ def even_source(config: LaunchConfig, numel_exprs: dict, split: int = 1) -> str:
     if not rnumel.strip().isdigit():
         r_block = blocks["RBLOCK"]
         parts.append(f"({rnumel}) == {r_block}" if blocks.get("PERSISTENT") else f"({rnumel}) % {split * r_block} == 0")
+    if "even_when" in numel_exprs:  # a split reduction's chunks all complete (codegen/kernel.py)
+        parts.append(numel_exprs["even_when"])
     return " and ".join(parts) or "True"
 
 
