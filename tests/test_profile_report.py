@@ -106,6 +106,8 @@ def test_graphs_count_as_often_as_the_timed_runs_ran_them():
     assert [(r.name, r.launches, r.bytes, r.flops) for r in prof.rows] == [
         ("aten.mm.default", 1, 500, 800), ("triton_poi_fused_sin_0", 1, 200, 10)]
     assert prof.graphs_not_run == 1 and "1 graph(s) compiled and not run" in str(prof)
+    # none of the graphs' kernels on the GPU (a script's CPU graphs on a machine with one): not timed
+    assert graph_calls([forward, backward], [("gemm", 1e-6)], runs=1) is None
 
 
 def test_bounds_shares_and_flags_against_the_roofs():

@@ -67,7 +67,10 @@ def run_script(path: str, argv: list[str]) -> int:
 def with_times(artifacts: list, run, runs: int, device, warm_up: bool = True, wall: bool = True) -> Profile:
     """The profile of `runs` runs of `run`: the rows of the graphs as often as each ran, timed."""
     kernels, op_kernels, step_s, launches = profile_kernels(run, runs, device, warm_up, wall)
-    prof = profile_from_artifacts(artifacts, graph_calls(artifacts, kernels, runs))
+    calls = graph_calls(artifacts, kernels, runs)
+    if calls is None:  # the compiled graphs ran on the CPU: bytes and operations only
+        return profile_from_artifacts(artifacts)
+    prof = profile_from_artifacts(artifacts, calls)
     prof.rows = join_times(prof.rows, kernels, op_kernels, runs)
     prof.runs, prof.step_s, prof.launches = runs, step_s, launches
     prof.roofs = device_roofs(device)

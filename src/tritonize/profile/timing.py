@@ -31,14 +31,16 @@ def profiler_op_name(row_name: str) -> str:
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else row_name
 
 
-def graph_calls(artifacts: list, kernels: list, runs: int) -> list[int]:
+def graph_calls(artifacts: list, kernels: list, runs: int) -> list[int] | None:
     """How often each graph ran in a run, from the launches the profiler saw of the generated
     kernels whose name no other graph has (a graph's kernel launched twice per call and seen 8
     times in 2 runs: 2 calls). A graph whose kernels all share names with other graphs' counts 1
     if any was seen, else 0; a graph of library calls only counts 1 (its calls are not told apart
-    from eager code's)."""
+    from eager code's). None when the GPU ran no generated kernel at all (graphs on the CPU)."""
     seen = collections.Counter(name for name, _ in kernels)
     owners = collections.Counter(name for art in artifacts for name in {k.name for k in art.kernels})
+    if owners and not any(seen[name] for name in owners):
+        return None
     calls = []
     for art in artifacts:
         per_call = collections.Counter(c[0] for c in art.costs if c[0] in {k.name for k in art.kernels})
