@@ -69,3 +69,23 @@ def test_training_counts_the_backward_too(device):
     products = [r for r in prof.rows if r.kind == "extern" and "mm" in r.name]
     assert sum(r.launches for r in products) == 3
     assert sum(r.flops for r in products) == 3 * 2 * ROWS * 16 * COLS
+
+
+def test_fused_attention_counts_its_products(device):
+    """q (2, 4, 16, 8), k and v (2, 4, 32, 8): forward QK^T and PV, 2 * 16 * 32 * (8 + 8) a batch
+    and head; backward 2.5 times that (five products); causal half. Whichever kernel the device
+    picks (flash, efficient, cuDNN, the CPU's), named by its schema's query, key and value."""
+    q, k, v = (torch.randn(2, 4, n, 8, device=device) for n in (16, 32, 32))
+    forward = 2 * 8 * 16 * 32 * 16
+
+    def attention_rows(prof):
+        return sorted((r.flops, r.launches) for r in prof.rows if "scaled_dot_product" in r.name)
+
+    assert attention_rows(tritonize.profile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)) == [
+        (forward, 1)]
+    causal = tritonize.profile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v[:, :, :16], is_causal=True),
+                               q, k[:, :, :16], v)
+    assert attention_rows(causal) == [(forward // 4, 1)]
+    trained = tritonize.profile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v).sum().backward(),
+                                q.clone().requires_grad_(), k, v)
+    assert attention_rows(trained) == [(forward, 1), (forward * 5 // 2, 1)]

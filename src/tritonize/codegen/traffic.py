@@ -13,8 +13,10 @@ and the expressions it evaluates. Counts are at the graph's example sizes (`hint
   norm's `mean = sum / n`); a reduction adds its combine per element (1; var 3).
   Loads, constants, casts, selects, comparisons and index arithmetic are not counted, and a
   transcendental function counts as one.
-* Library calls: matmuls and convolutions 2 * M * N * K (plus a bias), from their shapes; bytes
-  their tensor arguments and results, each once. Other calls: bytes only.
+* Library calls: matmuls and convolutions 2 * M * N * K (plus a bias), from their shapes;
+  fused attention its products, 2 * L * S * (E + Ev) a batch and head forward and 2.5 times
+  that backward (five products, one recomputed), half of it under is_causal; bytes their tensor
+  arguments and results, each once. Other calls: bytes only.
 """
 from __future__ import annotations
 
@@ -133,7 +135,26 @@ def _extern_flops(call: ExternCall, tensors: list, hint) -> int:
     if name in ("convolution", "_convolution", "conv2d") and len(tensors) >= 2:
         weight = [hint(s) for s in tensors[1].size]  # (out channels, in channels / groups, kernel...)
         return 2 * _numel(out, int) * _numel(weight[1:], int)
+    if "scaled_dot_product" in name:
+        return _attention_flops(call, name.endswith("_backward"), hint)
     return 0
+
+
+def _attention_flops(call: ExternCall, backward: bool, hint) -> int:
+    """Fused attention's products from q (..., L, E), k (..., S, E), v (..., S, Ev), found by
+    their names in the op's schema (the backward's take them after the incoming gradient)."""
+    schema = getattr(call.target, "_schema", None)
+    if schema is None:
+        return 0
+    values = {arg.name: (call.args[i] if i < len(call.args) else call.kwargs.get(arg.name, arg.default_value))
+              for i, arg in enumerate(schema.arguments)}
+    q, k, v = (values.get(n) for n in ("query", "key", "value"))
+    if not all(isinstance(t, TensorArg) for t in (q, k, v)):
+        return 0
+    length, source = hint(q.size[-2]), hint(k.size[-2])
+    forward = 2 * _numel(q.size[:-2], hint) * length * source * (hint(q.size[-1]) + hint(v.size[-1]))
+    flops = forward * 5 // 2 if backward else forward
+    return flops // 2 if values.get("is_causal") is True else flops
 
 
 def _numel(size, hint) -> int:
