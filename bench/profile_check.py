@@ -30,9 +30,9 @@ def check_case(case, device, dtype, small, latency_s) -> list:
     if profile_s is None:
         return [case.name, nbytes / suite_s / 1e9, "n/a (not timed)", "", "", "", rows, byte_ratio]
     suite_gbs, profile_gbs = nbytes / suite_s / 1e9, nbytes / profile_s / 1e9
-    net_gbs = nbytes / (suite_s - latency_s) / 1e9
+    net = profile_gbs / (nbytes / (suite_s - latency_s) / 1e9) if suite_s > 2 * latency_s else "n/a (near the latency)"
     return [case.name, suite_gbs, profile_gbs, profile_gbs / suite_gbs, (suite_s - profile_s) * 1e6,
-            profile_gbs / net_gbs, rows, byte_ratio]
+            net, rows, byte_ratio]
 
 
 def _two_times(fn, inputs) -> tuple:

@@ -100,14 +100,23 @@ def test_graphs_count_as_often_as_the_timed_runs_ran_them():
     shared = _graph([("triton_poi_fused_sin_0", "kernel", 100, 100, 10)], ["triton_poi_fused_sin_0"])
     kernels = [("triton_poi_fused_sin_0", 1e-6)] * 2 + [("triton_poi_fused_add_1", 1e-6)] * 8 + [("gemm", 1e-6)] * 2
     artifacts = [forward, backward, loop, library, shared]
-    calls = graph_calls(artifacts, kernels, runs=2)
+    calls = graph_calls(artifacts, kernels, [], runs=2)
     assert calls == [1, 0, 2, 1, 1]
     prof = profile_from_artifacts(artifacts[:2], calls[:2])
     assert [(r.name, r.launches, r.bytes, r.flops) for r in prof.rows] == [
         ("aten.mm.default", 1, 500, 800), ("triton_poi_fused_sin_0", 1, 200, 10)]
     assert prof.graphs_not_run == 1 and "1 graph(s) compiled and not run" in str(prof)
-    # none of the graphs' kernels on the GPU (a script's CPU graphs on a machine with one): not timed
-    assert graph_calls([forward, backward], [("gemm", 1e-6)], runs=1) is None
+    # none of the graphs' work on the GPU (a script's CPU graphs on a machine with one): not timed
+    assert graph_calls([forward, backward], [("gemm", 1e-6)], [], runs=1) is None
+    # a forward of library calls only whose backward is not run (the review's linear layer): the
+    # forward's addmm ran on the GPU, so the profile is timed and the backward is not counted
+    linear = _graph([("aten.addmm.default", "extern", 400, 100, 800)], [])
+    bias_grad = _graph([("aten.mm.default", "extern", 400, 100, 800), ("triton_red_fused_sum_0", "kernel", 64, 4, 16)],
+                       ["triton_red_fused_sum_0"])
+    assert graph_calls([linear, bias_grad], [("gemm", 1e-6)], [(("aten::addmm",), "gemm", 1e-6)], runs=1) == [1, 0]
+    # a kernel defined twice in a graph's steps but launched once a call (a step skipped): 1 call
+    twice = _graph([("triton_poi_fused_add_1", "kernel", 8, 8, 1)] * 2, ["triton_poi_fused_add_1"])
+    assert graph_calls([twice], [("triton_poi_fused_add_1", 1e-6)] * 3, [], runs=3) == [1]
 
 
 def test_bounds_shares_and_flags_against_the_roofs():

@@ -3,6 +3,7 @@ profile can leave its launches out by name (aten's zero_ is a memset, indistingu
 function's own)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import triton
@@ -39,5 +40,9 @@ def flush_bytes(device) -> int:
 def flush_l2(buffer) -> None:
     """Writes zeros over `buffer` (int32, larger than the L2 cache): what the cache held is gone.
     (On the CPU it runs in Triton's interpreter, for the tests.)"""
+    import torch
+
     size = buffer.numel()
-    getattr(_kernel_module(buffer.device.type == "cpu"), KERNEL_NAME)[(triton.cdiv(size, BLOCK),)](buffer, size, BLOCK=BLOCK, num_warps=4)
+    kernel = getattr(_kernel_module(buffer.device.type == "cpu"), KERNEL_NAME)
+    with torch.cuda.device(buffer.device) if buffer.is_cuda else contextlib.nullcontext():  # the buffer's GPU
+        kernel[(triton.cdiv(size, BLOCK),)](buffer, size, BLOCK=BLOCK, num_warps=4)

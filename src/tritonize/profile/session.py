@@ -22,8 +22,10 @@ def profile_function(fn, *args, options: dict | None = None, dynamic: bool | Non
                      profile_runs: int = DEFAULT_RUNS, **kwargs) -> Profile:
     """Compile `fn` afresh and run it once; count each kernel's and library call's bytes and
     operations; with CUDA tensors, time `profile_runs` more runs (the kernels' times per run, the
-    wall time, the launches) and measure the device's roofs. Backward graphs are compiled, counted
-    and not run (a run is `fn`'s forward). Other keyword arguments go to `fn`."""
+    wall time, the launches) and measure the device's roofs. Backward graphs are compiled with
+    the forward: without times (the CPU) they are counted; timed, a graph counts as often as the
+    runs ran it (a backward `fn` does not call: not at all, named in the summary; timing.graph_calls).
+    Other keyword arguments go to `fn`."""
     outputs, recorder, compiled = compile_and_run(fn, args, kwargs, options, dynamic)
     artifacts = [a for a in recorder if a != "graph"]
     device = cuda_device_of((args, kwargs, outputs))
@@ -67,7 +69,7 @@ def run_script(path: str, argv: list[str]) -> int:
 def with_times(artifacts: list, run, runs: int, device, warm_up: bool = True, wall: bool = True) -> Profile:
     """The profile of `runs` runs of `run`: the rows of the graphs as often as each ran, timed."""
     kernels, op_kernels, step_s, launches = profile_kernels(run, runs, device, warm_up, wall)
-    calls = graph_calls(artifacts, kernels, runs)
+    calls = graph_calls(artifacts, kernels, op_kernels, runs)
     if calls is None:  # the compiled graphs ran on the CPU: bytes and operations only
         return profile_from_artifacts(artifacts)
     prof = profile_from_artifacts(artifacts, calls)

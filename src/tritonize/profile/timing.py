@@ -31,15 +31,19 @@ def profiler_op_name(row_name: str) -> str:
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else row_name
 
 
-def graph_calls(artifacts: list, kernels: list, runs: int) -> list[int] | None:
+def graph_calls(artifacts: list, kernels: list, op_kernels: list, runs: int) -> list[int] | None:
     """How often each graph ran in a run, from the launches the profiler saw of the generated
     kernels whose name no other graph has (a graph's kernel launched twice per call and seen 8
-    times in 2 runs: 2 calls). A graph whose kernels all share names with other graphs' counts 1
-    if any was seen, else 0; a graph of library calls only counts 1 (its calls are not told apart
-    from eager code's). None when the GPU ran no generated kernel at all (graphs on the CPU)."""
+    times in 2 runs: 2 calls; seen at all, at least 1). A graph whose kernels all share names
+    with other graphs' counts 1 if any was seen, else 0; a graph of library calls only counts 1
+    (its calls are not told apart from eager code's, nor from a backward's not run). None when
+    the GPU ran none of the graphs' work, neither a generated kernel nor a kernel inside one of
+    their library calls' ops (graphs on the CPU). Known limit: a script's CPU graphs beside GPU
+    graphs count 0, as if not run."""
     seen = collections.Counter(name for name, _ in kernels)
     owners = collections.Counter(name for art in artifacts for name in {k.name for k in art.kernels})
-    if owners and not any(seen[name] for name in owners):
+    library_ops = {profiler_op_name(c[0]) for art in artifacts for c in art.costs if c[1] in ("extern", "fallback")}
+    if not any(seen[name] for name in owners) and not any(set(ops) & library_ops for ops, _, _ in op_kernels):
         return None
     calls = []
     for art in artifacts:
@@ -47,7 +51,7 @@ def graph_calls(artifacts: list, kernels: list, runs: int) -> list[int] | None:
         if not per_call:
             calls.append(1)
             continue
-        own = [round(seen[n] / runs / per_call[n]) for n in per_call if owners[n] == 1]
+        own = [-(-seen[n] // (runs * per_call[n])) for n in per_call if owners[n] == 1]
         calls.append(max(own) if own else int(any(seen[n] for n in per_call)))
     return calls
 

@@ -259,8 +259,9 @@ class GpuKernel(GeneratedKernel):
         self.written = [self.positional.index(p) for p in written_params(source, self.positional)]
         self._bucket_configs: dict = {}  # bucket -> candidate configs for its sizes
         self._bucket_choices: dict = {}  # bucket -> the config chosen for it
-        self._compiles: dict = {}  # (config, ArgSpec) -> compile handle, shared by buckets
-        self.variants: dict = {}  # ArgSpec, or (ArgSpec, bucket) -> guarded launch function
+        self._compiles: dict = {}  # (config, ArgSpec, EVEN or None) -> compile handle, shared by buckets
+        # ArgSpec; (ArgSpec, bucket); or with EVEN (ArgSpec, bucket, EVEN) -> guarded launch function
+        self.variants: dict = {}
         self._hot_spec = None  # the ArgSpec of the variant self.launch goes to
         self.pending: dict = {}  # ArgSpec -> _Pending started at import (static sizes)
         self.launch = self._fallback
