@@ -103,6 +103,9 @@ GENERATED = {
     "index_by_position": (lambda x: x[torch.arange(x.shape[0], device=x.device) - 1, 1:] * 2, [[(5, 6)], [(7, 9)]]),
     "embedding": (lambda w, x: torch.nn.functional.embedding((x.abs() * 4).long() % w.shape[0], w),
                   [[(10, 4), (3, 5)], [(12, 4), (2, 7)]]),
+    # products of sizes (H * W, C * H * W) as strides and divisors: parameters of their own
+    "products_of_sizes": (lambda x: (x.permute(0, 2, 3, 1).contiguous() * 2, x.sum((2, 3)), x.amax(1) + 1),
+                          [[(2, 3, 5, 7)], [(3, 4, 6, 9)], [(2, 16, 12, 12)]]),
 }
 
 
@@ -686,3 +689,22 @@ def test_a_product_viewed_after_a_slice_from_an_int_input_is_returned_as_compute
     artifacts = [r for r in recorder if r != "graph"][-1]
     # the slice's copy stays (a view only if the int is 0); nothing copies the product
     assert len(artifacts.kernels) == 1 and not artifacts.fallbacks, [k.name for k in artifacts.kernels]
+
+
+def test_products_of_sizes_in_the_index_math_are_parameters_of_their_own():
+    """codegen/symbolic.py: each product of sizes in an index expression (H * W as a divisor and a
+    stride, C * H * W as a stride) is one parameter, computed by the wrapper; numels stay products
+    of the dims' parameters, and a size times a constant is no product."""
+    import sympy
+
+    from tritonize.codegen.symbolic import SizeParameters
+
+    n, c, h, w = sympy.symbols("s0 s1 s2 s3", integer=True, positive=True)
+    x0, y0, y1 = sympy.symbols("x0 y0 y1", integer=True, nonnegative=True)
+    index = y0 + x0 * h * w + y1 * c * h * w + 768 * n
+    params = SizeParameters.of([n * h * w, c, index], [x0, y0, y1])
+    assert params.names == ["ks0", "ks1", "ks2", "ks3", "ks4", "ks5"]
+    assert params.arguments == ["s0", "s2", "s3", "s1", "s2 * s3", "s1 * s2 * s3"]  # in order of first use
+    ks = sympy.symbols("ks0:6", integer=True, positive=True)
+    assert params.rename(index) == y0 + x0 * ks[4] + y1 * ks[5] + 768 * ks[0]
+    assert params.rename(n * h * w) == ks[0] * ks[1] * ks[2]

@@ -106,3 +106,42 @@ def test_kernels_compile_for_sm90(monkeypatch, tmp_path, graph):
         first_access = min(ptx.index(op) for op in accesses if op in ptx)
         assert ptx.index("griddepcontrol.wait") < first_access, kernel.name
         assert compiled.metadata.launch_pdl, kernel.name
+
+
+def _dwconv_bn_silu(x, weight, mean, var, gamma, beta):
+    y = F.conv2d(x, weight, padding=1, groups=x.shape[1])
+    return F.silu(F.batch_norm(y, mean, var, gamma, beta, training=False))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_channels_last_copies_of_a_dynamic_convolution_load_and_store_vectors(monkeypatch, dynamic):
+    """A depthwise convolution's channels-last copies (its input to NHWC, its epilogue back to
+    NCHW) with symbolic sizes: H * W is a stride and a divisor of their index math. Passed as a
+    parameter of its own (codegen/symbolic.py), Triton's specialization of an int divisible by 16
+    makes it known aligned (12 * 12 = 144), and the sm_90 code loads and stores vectors, as the
+    static kernels do; computed in the kernel from H (12, not divisible by 16) it was not."""
+    from tritonize.runtime.triton_compile import ArgSpec, CompileJob, compile_config
+
+    launched = {}
+    call = launcher.InterpretedKernel.__call__
+
+    def record(self, *args):
+        config = heuristics.candidates(self.shape, "default", on_gpu=True)[0]
+        launched[self.name] = (ArgSpec.of(args, 0), dict(config.blocks, PDL=True), config.num_warps)
+        return call(self, *args)
+
+    monkeypatch.setattr(launcher.InterpretedKernel, "__call__", record)
+    c = 16
+    inputs = (torch.randn(2, c, 12, 12), torch.randn(c, 1, 3, 3), torch.randn(c), torch.rand(c) + 1,
+              torch.randn(c), torch.randn(c))
+    recorder = []
+    backend = tritonize.make_backend(tritonize.make_options({"conv_layout": "channels_last"}), recorder=recorder)
+    compiled_fn = torch.compile(_dwconv_bn_silu, backend=backend, dynamic=dynamic)
+    torch.testing.assert_close(compiled_fn(*inputs), _dwconv_bn_silu(*inputs))
+    sources = {k.name: k.source for art in recorder if art != "graph" for k in art.kernels}
+    assert len(launched) == 2 and set(launched) == set(sources), (launched, sources)
+    for name, (spec, blocks, num_warps) in launched.items():
+        module = loader.load_source_module(sources[name], "kernel", interpret=False)
+        job = CompileJob(module.__file__, name, spec, tuple(sorted(blocks.items())), num_warps, 1, ("cuda", 90, 32))
+        ptx = compile_config(getattr(module, name), job).asm["ptx"]
+        assert "ld.global.v" in ptx and "st.global.v" in ptx, (name, spec)
