@@ -106,10 +106,10 @@ def render_reduction_kernel(group, buffers: dict, name: str, sizes: SizeOracle |
     if split > 1:
         params, arg_names = params + ["ws_ptr", "sem_ptr"], arg_names + _split_arguments(group, members, split, buffers)
     params, arg_names = plan.parameters(params, arg_names)
-    if is_symbolic(space.xnumel) or is_symbolic(space.rnumel):
+    if writer.even_masks:
         blocks.append("EVEN")  # the launch's sizes fill every tile: the symbolic bounds' masks are all true
     numel_exprs = plan.numel_exprs
-    even_when = writer.even_when + [c for c in (persistent.even_when if kind == ADAPTIVE else []) if c not in writer.even_when]
+    even_when = dict.fromkeys(writer.even_when + (persistent.even_when if kind == ADAPTIVE else []))
     if even_when:
         numel_exprs = dict(numel_exprs, even_when=" and ".join(even_when))
     baked = rblock if kind == "persistent_reduction" else None

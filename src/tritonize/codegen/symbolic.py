@@ -92,10 +92,10 @@ def _size_products(expr, index_symbols: set) -> list:
     for node in sympy.preorder_traversal(expr):
         if not isinstance(node, sympy.Expr) or not node.free_symbols:
             continue
-        if node.is_Mul and not is_size(node):
+        if node.is_Mul:
             candidate = _size_part(node, is_size)[0]
-        elif (node.is_Mul or node.is_Pow) and is_size(node):
-            candidate = _size_part(node, is_size)[0] if node.is_Mul else node
+        elif node.is_Pow and is_size(node):
+            candidate = node
         else:
             continue
         if _is_product(candidate) and candidate not in found:

@@ -9,9 +9,9 @@ innermost op outwards (cuDNN's kernels run inside `aten::cudnn_convolution`, wit
 A GPU kernel no row claims (a memset, runtime copies) becomes a row of its own, kind "other",
 with no bytes or operations counted. Each profiled run starts with a cold L2 cache (a buffer
 larger than it is zeroed first, as bench/kernels.py's do_bench does), so a kernel's bytes are
-DRAM traffic, the roof they are compared with; the flush's kernel (profile/flush.py) is left out. Known limits: kernels of one name in two graphs are one
-row; an op the program also calls outside compiled graphs (eager code around them) is counted
-with the library call's row.
+DRAM traffic, the roof they are compared with; the flush's kernel (profile/flush.py) is left
+out. Known limits: kernels of one name in two graphs are one row; an op the program also calls
+outside compiled graphs (eager code around them) is counted with the library call's row.
 """
 from __future__ import annotations
 
