@@ -386,6 +386,8 @@ def parse_args(argv=None):
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     parser.add_argument("--html", metavar="FILE",
                         help="also write tritonize.profile's page of the cases (one profile each, merged)")
+    parser.add_argument("--html-dynamic", metavar="FILE",
+                        help="the same page with every case compiled with dynamic=True")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     return parser.parse_args(argv)
 
@@ -426,17 +428,22 @@ def main(argv=None):
             out.write("\n".join(f"- {line}" for line in summary) + "\n")
     if args.html:
         write_profile_page(cases, args.device, dtype, args.small, args.html)
+    if args.html_dynamic:
+        write_profile_page(cases, args.device, dtype, args.small, args.html_dynamic, dynamic=True)
     return 0
 
 
-def write_profile_page(cases, device, dtype, small, path) -> None:
-    """tritonize.profile of each case (static sizes), merged into one page (issue 24)."""
+def write_profile_page(cases, device, dtype, small, path, dynamic: bool = False) -> None:
+    """tritonize.profile of each case (static sizes, or all symbolic with dynamic), merged into
+    one page (issue 24)."""
     import tritonize
     from tritonize.profile import merge_profiles
 
-    profiles = {case.name: tritonize.profile(case.fn, *case.make_inputs(device, dtype, small)) for case in cases}
+    profiles = {case.name: tritonize.profile(case.fn, *case.make_inputs(device, dtype, small), dynamic=dynamic)
+                for case in cases}
     merged = merge_profiles(profiles)
-    merged.save_html(path, title=f"tritonize kernel suite ({device}, {str(dtype).split('.')[-1]})")
+    kind = ", dynamic=True" if dynamic else ""
+    merged.save_html(path, title=f"tritonize kernel suite ({device}, {str(dtype).split('.')[-1]}{kind})")
     print(merged)
     print(f"wrote {path}")
 

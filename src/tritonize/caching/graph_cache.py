@@ -139,8 +139,14 @@ def _input_key(value):
 
 
 def sizes_key(values) -> list:
-    """Ints as they are, symbolic sizes as their expression's text."""
-    return [s if type(s) is int else str(s.node.expr) for s in values]
+    """Ints as they are, symbolic sizes as their expression's text. A SymInt whose expression is
+    a number (Dynamo passes a dimension it specialized, a 3x3 kernel's, as one) is that int: the
+    aten trace of the same input has the plain int there."""
+    return [s if type(s) is int else _symbolic_size_key(s.node.expr) for s in values]
+
+
+def _symbolic_size_key(expr):
+    return int(expr) if expr.is_number else str(expr)
 
 
 def shape_guards(example_inputs) -> list:
