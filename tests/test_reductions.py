@@ -117,6 +117,56 @@ def test_var_mean_is_one_kernel(device):
     _one_kernel(check(lambda x: torch.var_mean(x, -1), _rand(64, 1000, device=device)))
 
 
+# A row of equal values: eager's statistics give exactly the value as its mean, so a layer norm
+# returns exactly its bias. sum / n can be an ulp off the value, which rstd = 1 / sqrt(eps)
+# magnifies (fuzz seeds 95029, 105190, 108396, 109903, 103110: errors up to 1e-4). Rows of 7
+# (persistent, masked) and 9000 (looped) elements; before the corrected mean, the rows of 0.1,
+# -0.7, 5.9 and -3.3 were off at 7 elements, and -1.7 at 9000.
+EQUAL_ROW_VALUES = [0.1, -0.7, 5.9, -3.3, -1.7, 0.3, 3.14159, 1e4 / 3]
+
+
+@pytest.mark.parametrize("length", [7, 9000])
+def test_layer_norm_of_equal_values_returns_exactly_the_bias(device, length):
+    x = torch.tensor(EQUAL_ROW_VALUES, device=device)[:, None].expand(-1, length).contiguous()
+    w, b = _rand(length, device=device), _rand(length, device=device)
+    fn = lambda x: F.layer_norm(x, (length,), w, b)  # noqa: E731
+    out = torch.compile(fn, backend="tritonize")(x)
+    assert torch.equal(out, fn(x)) and torch.equal(out, b.expand_as(x))
+
+
+@pytest.mark.parametrize("length", [7, 9000])
+def test_var_mean_shares_one_pass_and_gives_the_exact_mean_of_equal_values(device, length):
+    """var and mean of the same values: one cross-thread reduction of two values after the sum
+    (persistent), or one Welford state (looped); equal values have exactly their value as mean
+    and 0 as var."""
+    x = torch.cat([torch.full((3, length), 0.1, device=device), _rand(3, length, device=device)])
+    report = check(lambda x: torch.var_mean(x, -1, correction=0), x, atol=1e-5, rtol=1e-5)
+    _one_kernel(report)
+    source = report.kernels[0].source
+    if length == 7:
+        assert source.count("helpers.sum_pair(") == 1 and source.count("helpers.sum2(") == 1
+    else:
+        assert source.count("helpers.welford_update(") == 1 and source.count("helpers.welford(") == 1
+    var, mean = torch.compile(lambda x: torch.var_mean(x, -1, correction=0), backend="tritonize")(x)
+    assert torch.equal(mean[:3], torch.full((3,), 0.1, device=device)) and torch.equal(var[:3], torch.zeros(3, device=device))
+
+
+@pytest.mark.parametrize("case", ["dims_keepdim", "unbiased", "std_mean", "bf16", "mean_only", "two_corrections"])
+def test_var_mean_forms_match_eager(device, case):
+    x = _rand(6, 20, 37, device=device)
+    fns = {
+        "dims_keepdim": lambda x: torch.var_mean(x, (0, 2), keepdim=True),
+        "unbiased": lambda x: torch.var_mean(x, 1),
+        "std_mean": lambda x: torch.std_mean(x, -1),
+        "bf16": lambda x: torch.var_mean(x.bfloat16(), -1),
+        "mean_only": lambda x: torch.var_mean(x, -1)[1] * 2,
+        "two_corrections": lambda x: (torch.var_mean(x, -1), x.var(-1, correction=0)),
+    }
+    tolerance = dict(atol=1e-2, rtol=1e-2) if case == "bf16" else dict(atol=1e-5, rtol=1e-4)
+    report = check(fns[case], x, **tolerance)
+    assert not report.fallbacks, report.fallbacks
+
+
 def test_long_rows_use_a_looped_kernel(device):
     x = _rand(3, 20000, device=device)
     report = check(lambda x: (x.var(-1), x.argmax(-1)), x, atol=1e-5, rtol=1e-4)

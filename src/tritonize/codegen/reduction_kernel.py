@@ -43,7 +43,8 @@ from . import outer_split
 from .iteration import merge_dims
 from .kernel import INT32_LIMIT, RenderedKernel, kernel_source, _BodyWriter, _dim_lines, _parenthesize
 from .ops_table import render_constant, triton_dtype
-from .reduction_ops import finalize_lines, init_lines, neutral_value, persistent_lines, update_lines
+from .reduction_ops import (WELFORD_TYPES, finalize_lines, init_lines, moment_lines, neutral_value, persistent_lines,
+                            update_lines)
 from .symbolic import SizeParameters, is_symbolic_kernel, kernel_size_expressions
 from .symbolic import needs_int64 as symbolic_needs_int64
 
@@ -499,31 +500,44 @@ class _ReductionWriter(_BodyWriter):
         self.lines.append(f"tl.store({pointer} + {_parenthesize(text)}, {value}{mask_text})")
 
     def _persistent_stage(self, stage: Stage) -> list[str]:
-        results = [self._reduce_tile(m) for m in stage.reductions]
+        results = [self._reduce_tile(m, stage.reductions) for m in stage.reductions]
         for m in stage.full_stores:
             self._store_full(m)
         return results
 
-    def _reduce_tile(self, member: Member) -> str:
-        """One persistent reduction; equal reductions are computed once, and var reuses the row
-        sum of the same values (var_mean: two cross-thread reductions, not three)."""
+    def _reduce_tile(self, member: Member, stage_reductions: list[Member]) -> str:
+        """One persistent reduction; equal reductions are computed once, and var and mean reuse
+        the row sum of the same values and share the pass over its deviations (var_mean: two
+        cross-thread reductions, the second of two values)."""
         buffer: ReductionBuffer = member.buffer
-        key = (buffer.reduction_type, member.body, buffer.correction)
+        rtype = buffer.reduction_type
+        key = _tile_key(member)
         if key in self.tile_reductions:
             return self.tile_reductions[key]
         value = self.render(member.body, self.full_mask)
         dtype = member.body.dtype
-        tile = self.masked_tile(value, dtype, neutral_value(buffer.reduction_type, dtype))
-        total = None
-        if buffer.reduction_type in ("sum", "var"):
-            sum_key = ("sum", member.body, 0.0)
-            if sum_key not in self.tile_reductions:
-                self.tile_reductions[sum_key] = self.new_var(f"helpers.sum2({tile}, 1)")
-            total = self.tile_reductions[sum_key]
-        result = total if buffer.reduction_type == "sum" else \
-            persistent_lines(self, buffer, tile, dtype, self.row_length, total)
-        self.tile_reductions[key] = result
-        return result
+        tile = self.masked_tile(value, dtype, neutral_value(rtype, dtype))
+        if rtype not in ("sum",) + WELFORD_TYPES:
+            self.tile_reductions[key] = persistent_lines(self, buffer, tile, dtype)
+            return self.tile_reductions[key]
+        sum_key = ("sum", member.body, 0.0)
+        if sum_key not in self.tile_reductions:
+            self.tile_reductions[sum_key] = self.new_var(f"helpers.sum2({tile}, 1)")
+        if rtype in WELFORD_TYPES:
+            self._moments(member.body, tile, dtype, stage_reductions)
+        return self.tile_reductions[key]
+
+    def _moments(self, body, tile: str, dtype, stage_reductions: list[Member]) -> None:
+        """Every var and mean of `body` among the stage's reductions, from one pass."""
+        alike = [m for m in stage_reductions if m.buffer.reduction_type in WELFORD_TYPES and m.body == body]
+        corrections = sorted({m.buffer.correction for m in alike if m.buffer.reduction_type == "var"})
+        mean_wanted = any(m.buffer.reduction_type == "mean" for m in alike)
+        total = self.tile_reductions[("sum", body, 0.0)]
+        variances, mean = moment_lines(self, tile, total, dtype, self.row_length, corrections, mean_wanted)
+        for correction, var in variances.items():
+            self.tile_reductions[("var", body, correction)] = var
+        if mean is not None:
+            self.tile_reductions[("mean", body, 0.0)] = mean
 
     def _store_full(self, member: Member) -> None:
         index = self.space.rewrite.get(member.store_index, member.store_index)
@@ -536,10 +550,13 @@ class _ReductionWriter(_BodyWriter):
         outer_lines, saved = self.lines, (dict(self.cache), dict(self.stored_values))
         self.lines = []
         self.lines += self.r_index_lines("roffset + tl.arange(0, RBLOCK)[None, :]")
-        states, online = [], []
+        states, online, welford_states = [], [], {}
         paired_sums = set(self.online.values())
         for m in stage.reductions:
             if m.buffer.name in paired_sums:
+                continue
+            if m.buffer.reduction_type in WELFORD_TYPES and m.body in welford_states:
+                states.append((m, welford_states[m.body]))  # var and mean of the same values
                 continue
             value = self.render(m.body, self.full_mask)
             dtype = m.body.dtype
@@ -552,6 +569,8 @@ class _ReductionWriter(_BodyWriter):
             outer_lines += init_lines(m.buffer, state, dtype)
             update_lines(self, m.buffer, state, value, dtype)
             states.append((m, state))
+            if m.buffer.reduction_type in WELFORD_TYPES:
+                welford_states[m.body] = state
         for m in stage.full_stores:
             self._store_full(m)
         offset = "tl.full([], 0, tl.int64)" if self.use_int64 else "0"
@@ -562,7 +581,8 @@ class _ReductionWriter(_BodyWriter):
         loop = [f"for roffset in range({bounds}, RBLOCK):"] + ["    " + line for line in self.lines]
         self.lines = outer_lines + loop
         self.cache, self.stored_values = saved
-        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.row_length)
+        merged = {}
+        results = {m.buffer.name: finalize_lines(self, m.buffer, state, m.body.dtype, self.row_length, merged)
                    for m, state in states}
         for row_max, total, state in online:
             results[row_max.buffer.name], results[total.buffer.name] = state[0], state[1]
@@ -580,6 +600,12 @@ class _ReductionWriter(_BodyWriter):
         tile_max = self.new_var(f"helpers.max2({value}, 1)")
         self.lines.append(f"{state[1]}, {state[0]} = helpers.online_softmax_update("
                           f"{state[1]}, {state[0]}, {value}, {tile_max})")
+
+
+def _tile_key(member: Member) -> tuple:
+    buffer = member.buffer
+    correction = buffer.correction if buffer.reduction_type == "var" else 0.0
+    return (buffer.reduction_type, member.body, correction)
 
 
 def _head_lines(space: RowIteration, writer: _ReductionWriter, group, baked_rblock: int | None,

@@ -31,7 +31,7 @@ NOT_ARITHMETIC = {"load", "constant", "index_expr", "to_dtype", "where", "masked
                   "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan", "isinf",
                   "signbit", "rounded"}
 # operations a reduction adds per element it combines (var: a two-pass sub, mul and add)
-COMBINE_FLOPS = {"sum": 1, "prod": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1, "var": 3}
+COMBINE_FLOPS = {"sum": 1, "prod": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1, "var": 3, "mean": 2}
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul"}
 
 

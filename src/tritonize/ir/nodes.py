@@ -141,12 +141,12 @@ class ComputedBuffer(Buffer):
     storage_offset: Any = dataclasses.field(default=0, init=False)
 
 
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "var", "mean")
 
 
 def neutral_value(rtype: str, dtype: torch.dtype):
     """The element that leaves a reduction unchanged (what masked lanes hold)."""
-    if rtype in ("sum", "var"):
+    if rtype in ("sum", "var", "mean"):
         return 0
     if rtype == "prod":
         return 1
@@ -166,6 +166,9 @@ class ReductionBuffer(ComputedBuffer):
     the accumulation dtype, which is also the buffer's: lowering casts the result afterwards.
     `source` records the shape that was reduced: (size, reduced) per dim of the reduced tensor,
     so pointwise buffers of that shape can join the reduction's kernel. `correction` is var's.
+    "mean" is var_mean's mean, computed as var is (two passes over registers, or Welford's
+    update), so that a row of equal values has exactly their value as its mean: sum / n can be
+    an ulp off it, which a layer norm's rstd (up to 1/sqrt(eps)) magnifies.
     """
 
     reduction_type: str = "sum"

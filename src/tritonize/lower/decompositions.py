@@ -20,6 +20,9 @@ KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros
         aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros, aten.new_ones,
         aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
         aten.squeeze, aten.detach, aten.clip,
+        # var_mean's mean comes from its variance's passes (lower/reductions.py), not sum / n;
+        # its default and dim overloads are composite and arrive as var_mean.correction
+        aten.var_mean,
         # torch's select_scatter decomposition is a where() that promotes (int64 x, fp32 src gives
         # fp32); eager casts src to x's dtype, as lower/movement.py does
         aten.select_scatter,
@@ -40,7 +43,7 @@ EXTRA = [aten.hardsigmoid, aten.hardswish, aten.silu, aten.mish, aten.softplus, 
          # normalizations and composite reductions become the reductions lower/reductions.py fuses
          aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
          aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
-         aten._native_batch_norm_legit_no_training, aten.linalg_vector_norm, aten.var_mean,
+         aten._native_batch_norm_legit_no_training, aten.linalg_vector_norm,
          aten.std_mean, aten.std, aten._softmax_backward_data, aten._log_softmax_backward_data,
          aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.logsumexp,
          # index arithmetic over gathers, lowered to pointwise kernels: adaptive average pooling,

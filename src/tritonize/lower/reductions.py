@@ -330,22 +330,32 @@ def lower_all(ctx, node, x, dim=None, keepdim=False):
     return _truth(ctx, node, x, dim, keepdim, "min")
 
 
-def _variance(ctx, node, x, dims, correction, keepdim):
-    _, out_dtype, _ = output_of(node)
+def _variance(ctx, out_dtype, x, dims, correction, keepdim, rtype="var"):
     if not out_dtype.is_floating_point:
-        raise Unsupported(f"var of {out_dtype}")
+        raise Unsupported(f"{rtype} of {out_dtype}")
     acc = upcast(out_dtype)
-    return _cast(reduce(ctx, x, dims, keepdim, "var", acc, correction=correction), out_dtype)
+    return _cast(reduce(ctx, x, dims, keepdim, rtype, acc, correction=correction), out_dtype)
 
 
 @lowering(aten.var.correction)
 def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
     correction = 1 if correction is None else correction
-    return _variance(ctx, node, x, _reduced_dims(dim, x.rank), correction, keepdim)
+    return _variance(ctx, output_of(node)[1], x, _reduced_dims(dim, x.rank), correction, keepdim)
 
 
 @lowering(prims.var.default)
 def lower_prims_var(ctx, node, x, dims, correction=1.0, *, output_dtype=None):
     if not dims and x.rank:
         raise Unsupported("prims.var over no dims")
-    return _variance(ctx, node, x, _reduced_dims(dims, x.rank), correction, False)
+    return _variance(ctx, output_of(node)[1], x, _reduced_dims(dims, x.rank), correction, False)
+
+
+@lowering(aten.var_mean.correction)
+def lower_var_mean(ctx, node, x, dim=None, *, correction=None, keepdim=False):
+    """(var, mean), one kernel: the mean comes out of the variance's own passes (rtype "mean"),
+    exact for a row of equal values, where sum / n may be an ulp off (layer norm's statistics)."""
+    correction = 1 if correction is None else correction
+    dims = _reduced_dims(dim, x.rank)
+    out_dtype = x.dtype
+    return (_variance(ctx, out_dtype, x, dims, correction, keepdim),
+            _variance(ctx, out_dtype, x, dims, correction, keepdim, rtype="mean"))

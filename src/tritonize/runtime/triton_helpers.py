@@ -126,6 +126,17 @@ def sum2(x, axis):
 
 
 @triton.jit
+def _add_pairs(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def sum_pair(x, y, axis):
+    """The sums of two tiles in one reduction (one exchange between threads, not two)."""
+    return reduce_along((x, y), axis, _add_pairs, keep_dims=True)
+
+
+@triton.jit
 def _product(a, b):
     return a * b
 
