@@ -102,6 +102,22 @@ def test_a_size_above_the_largest_bucket_is_recorded_as_it_is(device):
     assert sorted(recorded_sizes(recorder)) == ["(4, (4, 16))", "(6, (6, 16))"], notes(recorder)
 
 
+def test_a_graph_from_the_dynamo_cache_keys_its_recordings_by_the_symbolic_shapes(device, cache):
+    """A hit of the Dynamo-level cache gets this call's real tensors from Dynamo; which sizes are
+    symbolic comes from the traced inputs, so its recordings are keyed as a fresh compile's (the
+    tensor's shape with the size argument; not the size argument alone)."""
+    model = mlp(device)
+    for attempt in ("miss", "hit"):
+        recorder = []
+        f = compiled(model, device, recorder, buckets=(4,))
+        with torch.no_grad():
+            for batch in (6, 6, 6):
+                x = torch.randn(batch, 16, device=device)
+                assert_same(f(x), model(x))
+        assert recorded_sizes(recorder) == ["(6, (6, 16))"], (attempt, notes(recorder))
+    assert dynamo_cache.STATS["hit"] == 1, dynamo_cache.STATS
+
+
 def test_size_arguments_are_padded_with_the_tensors(device):
     """A size that reaches the graph as an int (x.view(n, -1)) is padded with the tensors."""
     def fn(x):

@@ -131,7 +131,9 @@ def test_layer_norm_of_equal_values_returns_exactly_the_bias(device, length):
     w, b = _rand(length, device=device), _rand(length, device=device)
     fn = lambda x: F.layer_norm(x, (length,), w, b)  # noqa: E731
     out = torch.compile(fn, backend="tritonize")(x)
-    assert torch.equal(out, fn(x)) and torch.equal(out, b.expand_as(x))
+    assert torch.equal(out, b.expand_as(x))
+    if device == "cpu":  # eager's CUDA kernel merges Welford states weighing by count * (1 / n),
+        assert torch.equal(fn(x), out)  # which can leave the mean an ulp off (times rstd)
 
 
 @pytest.mark.parametrize("length", [7, 9000])

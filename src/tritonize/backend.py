@@ -97,7 +97,9 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
     def compile_dynamo_graph(gm, example_inputs, precompiling: bool):
         key, hit = dynamo_cache.lookup(gm, example_inputs, options)
         if hit is not None:
-            attach_cuda_graphs(hit.compiled, None, example_inputs, "inference", options, "a cached graph")
+            # the size key reads which sizes are symbolic: Dynamo's traced inputs, not this call's
+            traced = dynamo_cache.traced_inputs(gm, example_inputs)
+            attach_cuda_graphs(hit.compiled, None, traced, "inference", options, "a cached graph")
             record(hit.compiled, "inference")
             return hit
         start_gpu_runtime(example_inputs, compiling=True)
