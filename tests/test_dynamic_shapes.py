@@ -194,7 +194,8 @@ def test_training_through_a_data_dependent_size_matches_eager():
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (the ops that decide sizes are named: tested above)
         for n in (10, 17, 31):
-            x, w = randn(n).requires_grad_(), randn(3).requires_grad_()
+            signs = torch.arange(n, device=DEVICE) % 3 - 0.5  # two thirds positive: y is never empty
+            x, w = (randn(n).abs() * signs).requires_grad_(), randn(3).requires_grad_()
             x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
             actual, expected = compiled(x, w), fn(x2, w2)
             actual.backward()
