@@ -153,6 +153,17 @@ def test_var_mean_shares_one_pass_and_gives_the_exact_mean_of_equal_values(devic
     assert torch.equal(mean[:3], torch.full((3,), 0.1, device=device)) and torch.equal(var[:3], torch.zeros(3, device=device))
 
 
+@pytest.mark.parametrize("length", [7, 9000])
+def test_var_of_rows_with_nan_or_infinities_is_nan(device, length):
+    """The corrected variance is clamped at 0 (rounding can take it below): the clamp keeps NaN
+    (a review of the twenty-fourth session: tl.maximum dropped it, var 0 and rstd 316)."""
+    x = _rand(5, length, device=device)
+    x[0, 3], x[1, 2], x[2, 1], x[3, :] = float("nan"), float("inf"), float("-inf"), float("inf")
+    for fn in (lambda x: x.var(-1), lambda x: torch.var_mean(x, -1, correction=0), lambda x: x.std(-1),
+               lambda x: torch.ops.aten.native_layer_norm(x, [length], None, None, 1e-5)):
+        check(fn, x, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("case", ["dims_keepdim", "unbiased", "std_mean", "bf16", "mean_only", "two_corrections"])
 def test_var_mean_forms_match_eager(device, case):
     x = _rand(6, 20, 37, device=device)

@@ -4,7 +4,7 @@
   NaN-propagating max/min, (value, index) argmax with first-index ties, and var and mean by
   the corrected two-pass form (Chan, Golub and LeVeque): the deviations d from m = sum / n,
   summed with their squares in one reduction, give mean = m + sum(d) / n and var from
-  sum(d^2) - sum(d)^2 / n (at least 0). sum / n may be an ulp off a row of equal values; the
+  sum(d^2) - sum(d)^2 / n (at least 0, NaN kept). sum / n may be an ulp off a row of equal values; the
   correction is exactly that ulp, so their mean is the value and their var 0, as eager's.
 * looped: per-lane accumulators of shape [XBLOCK, RBLOCK] are initialized before the loop,
   updated each iteration and reduced across lanes after it; var and mean keep per-lane Welford
@@ -55,7 +55,8 @@ def moment_lines(writer, tile: str, total: str, dtype: torch.dtype, rnumel, corr
     variances = {}
     if corrections:
         zero = render_constant(0, dtype)
-        m2 = writer.new_var(f"tl.maximum({squares} - {residue} * {residue_mean}, {zero})")
+        # NaN-propagating: a row holding a NaN or an infinity has a NaN variance, as eager's
+        m2 = writer.new_var(f"helpers.maximum({squares} - {residue} * {residue_mean}, {zero})")
         variances = {c: writer.new_var(_divide(m2, _dof(rnumel, c), dtype)) for c in corrections}
     return variances, (writer.new_var(f"{rough_mean} + {residue_mean}") if mean_wanted else None)
 
