@@ -34,6 +34,7 @@ from .lower.conv_layout import layout_copies
 from .lower.graph import lower_graph
 from .report import GraphArtifacts, KernelInfo, user_kernel_info
 from .runtime.loader import load_source_module
+from .schedule.collectives import collective_sizes
 from .schedule.fusion import KernelGroup, schedule
 from .schedule.reinplace import reinplace_user_kernels
 
@@ -105,6 +106,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         choices=list(graph.sizes.choices) if graph.sizes is not None else [],
         peak_memory=memory.peak, peak_buffers=[list(item) for item in memory.live_at_peak[:PEAK_BUFFERS_SHOWN]],
         layout_copies=layout_copies(graph), costs=_step_costs(plan.steps, calls, graph, graph_id))
+    artifacts.collectives = collective_sizes(plan.steps, graph)
     warn_op_fallbacks(artifacts.fallbacks, graph_id)
     output_strides = None if graph.is_symbolic else [  # symbolic: AOTAutograd keeps its own (stage 3)
         tuple(out.view.stride) if out.view is not None else None for out in graph.outputs]

@@ -40,6 +40,9 @@ class GraphArtifacts:
     # each step's [name, kind, bytes read, bytes written, flops] at the example's sizes, from the
     # IR (codegen/traffic.py): what tritonize.profile reports
     costs: list = dataclasses.field(default_factory=list)
+    # torch.distributed's functional collectives the graph starts, [op, bytes sent] at the
+    # example's sizes (their waits are not listed), in schedule order
+    collectives: list = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"  kernel {k.name} [{k.kind}]: {', '.join(k.fused_nodes)}" for k in self.kernels]
@@ -48,6 +51,11 @@ class GraphArtifacts:
             lines.append(f"  planned peak {_mib(self.peak_memory)}" + (f": {largest}" if largest else ""))
         for op, n in collections.Counter(self.externs).most_common():
             lines.append(f"  extern {op} x{n}")
+        sent = collections.Counter()
+        for op, nbytes in self.collectives:
+            sent[op] += nbytes
+        for op, n in collections.Counter(op for op, _ in self.collectives).most_common():
+            lines.append(f"  collective {op} x{n}: {_mib(sent[op])}")
         reasons: dict = {}
         for op, reason in self.fallbacks:
             reasons.setdefault(op, reason)
@@ -99,6 +107,11 @@ class Report:
         return [sum(art.layout_copies[k] for art in self.sections) for k in (0, 1)]
 
     @property
+    def collectives(self) -> list:
+        """[op, bytes sent] of every collective the graphs start, graph by graph in schedule order."""
+        return [item for art in self.sections for item in art.collectives]
+
+    @property
     def guards(self) -> list[str]:
         """The guards on symbolic sizes the graphs' compiles added (dynamic shapes)."""
         return [guard for art in self.sections for guard in art.guards]
@@ -108,9 +121,11 @@ class Report:
         return collections.Counter(op for art in self.sections if art.role == role for op, _ in art.fallbacks)
 
     def __str__(self) -> str:
+        collectives = sum(len(art.collectives) for art in self.sections)
         lines = [f"tritonize report: {self.graphs} Dynamo graph(s) as {len(self.sections)} aten graph(s), "
-                 f"{len(self.kernels)} kernel(s), "
-                 f"{sum(self.externs.values())} extern call(s), {sum(self.fallbacks.values())} fallback(s)"]
+                 f"{len(self.kernels)} kernel(s), {sum(self.externs.values())} extern call(s), "
+                 + (f"{collectives} collective(s), " if collectives else "")
+                 + f"{sum(self.fallbacks.values())} fallback(s)"]
         for index, art in enumerate(self.sections):
             lines.append(f"{art.role} graph {index}:")
             lines += art.lines()

@@ -242,6 +242,7 @@ def serialize_graph(compiled: CompiledGraph) -> bytes | None:
         "peak_buffers": [[name, int(nbytes)] for name, nbytes in art.peak_buffers],
         "layout_copies": [int(n) for n in art.layout_copies],
         "costs": [[str(name), str(kind), int(r), int(w), int(f)] for name, kind, r, w, f in art.costs],
+        "collectives": [[str(name), int(nbytes)] for name, nbytes in art.collectives],
     }
     return json.dumps(entry).encode()
 
@@ -341,7 +342,8 @@ def load_graph(payload: bytes, example_inputs=()) -> CompiledGraph:
         [tuple(f) for f in entry["fallbacks"]], list(entry["externs"]), entry["wrapper"],
         clones=[tuple(c) for c in entry["clones"]], guards=guards, choices=choices,
         peak_memory=int(entry.get("peak_memory", 0)), peak_buffers=list(entry.get("peak_buffers", [])),
-        layout_copies=list(entry.get("layout_copies", [0, 0])), costs=list(entry.get("costs", [])))
+        layout_copies=list(entry.get("layout_copies", [0, 0])), costs=list(entry.get("costs", [])),
+        collectives=list(entry.get("collectives", [])))
     module = load_source_module(entry["wrapper"], "wrapper", interpret=False, shared=not constants)
     module.CONSTANTS.update(constants)
     strides = entry["output_strides"]

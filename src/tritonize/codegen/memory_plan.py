@@ -104,12 +104,14 @@ def reusable_into(buffer: Buffer) -> bool:
 
 def _reusable_storages(graph: GraphIR, steps: list) -> set:
     """Freed buffers whose storage nothing else can still see: our own buffers and the results of
-    deliberate aten calls (one fresh result), not arguments of a fallback or a user kernel (a
-    fallback's result may view them; a user kernel may return its argument)."""
+    deliberate aten calls (one fresh result), not arguments of a fallback, a collective or a user
+    kernel (a fallback's result may view them; a user kernel may return its argument; a
+    collective reads its input until its wait, maybe on another stream, and a wait returns its
+    argument)."""
     aliased = set()
     sources = set()
     for step in steps:
-        if isinstance(step, ExternCall) and step.kind == "fallback" or isinstance(step, UserKernelCall):
+        if isinstance(step, ExternCall) and step.kind in ("fallback", "collective") or isinstance(step, UserKernelCall):
             aliased |= reads_of(step)
         if isinstance(step, KernelGroup):
             sources |= {b.name for b in step.stored if b.storage_offset == 0}

@@ -268,7 +268,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool
     (results nothing reads are dropped unchecked: their layout may even differ from the meta, e.g.
     embedding_bag's auxiliary outputs on the CPU)."""
     target = f"{_op_namespace(call.target)}.{call.target.__name__}"
-    fresh = call.kind != "fallback"  # a fallback's result may be a view of its arguments
+    fresh = call.kind not in ("fallback", "collective")  # a fallback's result may view its arguments,
+    # and a collective's wait returns its argument
     args = [writer.value_text(a, fresh) for a in call.args]
     args += [f"{k}={writer.value_text(v, fresh)}" for k, v in call.kwargs.items()]
     note = f"  # {call.kind}: {call.origin}" + (f" ({call.reason})" if call.reason else "")

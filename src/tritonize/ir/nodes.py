@@ -214,7 +214,8 @@ class ExternOutput:
 
 @dataclasses.dataclass
 class ExternCall:
-    """An aten op called from the wrapper. kind: 'extern' (on purpose) or 'fallback'."""
+    """An aten op called from the wrapper. kind: 'extern' (on purpose), 'collective' (lower/fallback.py)
+    or 'fallback'."""
 
     name: str
     target: Any  # an OpOverload

@@ -1,5 +1,7 @@
 """Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention, sort, and
-random ops under the fallback_random option) and fallbacks for ops we do not lower. Their tensor
+random ops under the fallback_random option), collectives (torch.distributed's functional
+collectives, `_c10d_functional`: their own kind, scheduled by schedule/collectives.py) and
+fallbacks for ops we do not lower. Their tensor
 arguments are realized first; their results are buffers whose layout comes from the FX node's
 metadata (checked again at run time).
 
@@ -56,9 +58,19 @@ STRICT_LAYOUT_TAGS = (torch.Tag.needs_exact_strides, torch.Tag.needs_fixed_strid
 
 
 def is_extern(target, options) -> bool:
-    """Called through aten on purpose: a library kernel, or a random op when the user asked for
-    eager's random numbers."""
-    return getattr(target, "overloadpacket", target) in EXTERN_OPS or random_through_aten(target, options)
+    """Called through aten on purpose: a library kernel, a collective, or a random op when the
+    user asked for eager's random numbers."""
+    return (getattr(target, "overloadpacket", target) in EXTERN_OPS or is_collective(target)
+            or random_through_aten(target, options))
+
+
+COLLECTIVE_NAMESPACE = "_c10d_functional"
+
+
+def is_collective(target) -> bool:
+    """A functional collective (all_reduce, all_gather_into_tensor, reduce_scatter_tensor,
+    all_to_all_single, broadcast, their _coalesced forms) or the wait that completes one."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == COLLECTIVE_NAMESPACE
 
 
 def random_through_aten(target, options) -> bool:
@@ -92,7 +104,8 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
         # a Python function in the graph (sym_float, operator.truediv on sizes): no op to call
         raise Unsupported(f"{getattr(node.target, '__name__', node.target)} has no lowering and is not an op"
                           + (f" ({reason})" if reason else ""))
-    kind = "extern" if is_extern(node.target, ctx.options) else "fallback"
+    kind = "collective" if is_collective(node.target) else "extern" if is_extern(node.target, ctx.options) \
+        else "fallback"
     if random_through_aten(node.target, ctx.options):
         reason = RANDOM_THROUGH_ATEN  # the wrapper's comment on the call says why
     exact = needs_traced_strides(node.target, ctx.options)

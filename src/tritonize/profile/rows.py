@@ -32,7 +32,7 @@ class Roofs:
 @dataclasses.dataclass
 class KernelRow:
     name: str  # a generated kernel's name, a library call's op, or a GPU kernel no row claims
-    kind: str  # "kernel", "extern", "fallback", "user" or "other" (timed, not counted)
+    kind: str  # "kernel", "extern", "collective", "fallback", "user" or "other" (timed, not counted)
     launches: int
     bytes_read: int
     bytes_written: int

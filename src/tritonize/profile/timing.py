@@ -24,6 +24,9 @@ from .rows import KernelRow
 # GPU activity that is not a kernel launch (not counted in a run's launches)
 NOT_LAUNCHES = ("Memset", "Memcpy")
 
+# rows timed through the profiler op around their GPU kernels (library calls, collectives)
+LIBRARY_KINDS = ("extern", "collective", "fallback")
+
 
 def profiler_op_name(row_name: str) -> str:
     """The profiler's name of a library call's op: aten.mm.default -> aten::mm."""
@@ -42,7 +45,7 @@ def graph_calls(artifacts: list, kernels: list, op_kernels: list, runs: int) -> 
     graphs count 0, as if not run."""
     seen = collections.Counter(name for name, _ in kernels)
     owners = collections.Counter(name for art in artifacts for name in {k.name for k in art.kernels})
-    library_ops = {profiler_op_name(c[0]) for art in artifacts for c in art.costs if c[1] in ("extern", "fallback")}
+    library_ops = {profiler_op_name(c[0]) for art in artifacts for c in art.costs if c[1] in LIBRARY_KINDS}
     if not any(seen[name] for name in owners) and not any(set(ops) & library_ops for ops, _, _ in op_kernels):
         return None
     calls = []
@@ -67,7 +70,7 @@ def join_times(rows: list[KernelRow], kernels: list, op_kernels: list, runs: int
     named = {r.name for r in rows}
     extern_rows = collections.defaultdict(list)
     for r in rows:
-        if r.kind in ("extern", "fallback"):
+        if r.kind in LIBRARY_KINDS:
             extern_rows[profiler_op_name(r.name)].append(r)
     claimed, op_time = collections.defaultdict(float), collections.defaultdict(float)
     for ops, name, seconds in op_kernels:
@@ -80,7 +83,7 @@ def join_times(rows: list[KernelRow], kernels: list, op_kernels: list, runs: int
         for r in members:
             r.time_s = op_time.get(op, 0.0) / runs * ((r.bytes or 1) / total)
     for row in rows:
-        if row.kind not in ("extern", "fallback") and row.name in by_name:
+        if row.kind not in LIBRARY_KINDS and row.name in by_name:
             _scale_to_launches(row, count[row.name] / runs)
             row.time_s = by_name[row.name] / runs
     others = [KernelRow(name, "other", round(count[name] / runs), 0, 0, 0, time_s=(seconds - claimed[name]) / runs)

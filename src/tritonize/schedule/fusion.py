@@ -12,6 +12,8 @@
   scan kernel (schedule/scans.py).
 * A buffer written and read only inside one group, and not a graph output, is never stored: it
   lives in registers (`KernelGroup.internal`).
+* torch.distributed's functional collectives start as early and are waited for as late as their
+  data allows (schedule/collectives.py).
 
 Not responsible for: iteration order or tiling inside a kernel (codegen/kernel.py).
 """
@@ -25,6 +27,7 @@ from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer, writes_no_argument
 from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges
+from .collectives import is_start, order_collectives
 from .rows import RowSpace, row_space_of
 from .scans import is_scan_group, scan_joins, scan_row_space
 
@@ -83,7 +86,7 @@ class Schedule:
 
 def schedule(graph: GraphIR) -> Schedule:
     operations = eliminate_dead_buffers(graph)
-    steps = fuse(operations)
+    steps = order_collectives(fuse(operations), reads_of)
     mark_internal_buffers(steps, graph)
     return Schedule(steps)
 
@@ -203,8 +206,9 @@ def _can_pass(op) -> bool:
     """Whether a buffer computed after this call may be computed before it, in the open kernel
     group (a matmul between a value and its second consumer): a library call that writes none of
     its arguments, draws no random numbers and binds no data-dependent sizes. The buffer must
-    also not read the call's results (fuse checks)."""
-    if not isinstance(op, ExternCall) or op.after:
+    also not read the call's results (fuse checks). Not a collective: the work after it would be
+    done before it, delaying the communication it could overlap (schedule/collectives.py)."""
+    if not isinstance(op, ExternCall) or op.after or is_start(op):
         return False
     return writes_no_argument(op.target) and torch.Tag.nondeterministic_seeded not in getattr(op.target, "tags", ())
 

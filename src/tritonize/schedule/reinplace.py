@@ -62,8 +62,8 @@ def _owner_problem(graph: GraphIR, producer, root: str, call: UserKernelCall, ar
         if arg_name not in call.writes_graph_inputs:
             return f"{root} is a graph input the program does not pass to this kernel as it is"
         return None
-    if isinstance(producer, ExternCall) and producer.kind == "fallback":
-        return f"{root} comes from the aten fallback {producer.target} and may share memory"
+    if isinstance(producer, ExternCall) and producer.kind in ("fallback", "collective"):
+        return f"{root} comes from the aten call {producer.target} and may share memory"
     if producer is None and not isinstance(buffer, ComputedBuffer):
         return f"{root} has no known producer"
     return None
