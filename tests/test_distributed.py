@@ -16,6 +16,7 @@ import torch.distributed._functional_collectives as fc
 
 import tritonize
 from tritonize.caching import dynamo_cache, graph_cache
+from conftest import DEVICE
 from helpers import assert_same
 
 WORKER = pathlib.Path(__file__).with_name("distributed_worker.py")
@@ -23,9 +24,12 @@ SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
 
 
 @pytest.fixture
-def world_of_one(tmp_path):
-    """This process as a gloo group of one rank (the collectives run, and return their input)."""
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+def world_of_one(tmp_path, device):
+    """This process as a group of one rank, gloo on the CPU, NCCL on the GPU (the collectives
+    run, and return their input)."""
+    backend = "nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1,
+                            device_id=torch.device("cuda", 0) if device == "cuda" else None)
     yield dist.group.WORLD
     dist.destroy_process_group()
 
@@ -44,11 +48,11 @@ def _schedule_of(fn, *args) -> list[str]:
     return order
 
 
-def test_collectives_are_listed_with_their_sizes_and_are_no_fallback(world_of_one):
+def test_collectives_are_listed_with_their_sizes_and_are_no_fallback(world_of_one, device):
     def fn(x, y):
         return fc.all_reduce(x * 2, "sum", dist.group.WORLD) + y, fc.all_gather_single(y.exp(), 0, dist.group.WORLD)
 
-    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    x, y = torch.randn(8, 4, device=device), torch.randn(8, 4, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "ops run through aten" warning
         report = tritonize.explain(fn, x, y)
@@ -61,7 +65,7 @@ def test_collectives_are_listed_with_their_sizes_and_are_no_fallback(world_of_on
     assert "2 collective(s), 0 fallback(s)" in str(report)
 
 
-def test_a_graph_cache_hit_lists_its_collectives(world_of_one, cache):
+def test_a_graph_cache_hit_lists_its_collectives(world_of_one, cache, device):
     """The entry stores the collectives (two ranks share a cache directory: one rank's compile is
     the other's hit, whose explain() listed none)."""
     def fn(x):
@@ -69,12 +73,12 @@ def test_a_graph_cache_hit_lists_its_collectives(world_of_one, cache):
 
     for _ in range(2):
         torch._dynamo.reset()
-        report = tritonize.explain(fn, torch.randn(4, 4))
+        report = tritonize.explain(fn, torch.randn(4, 4, device=device))
         assert report.collectives == [["_c10d_functional.all_reduce.default", 64]], report
     assert graph_cache.STATS.get("hit", 0) + dynamo_cache.STATS.get("hit", 0) >= 1  # the second was a hit
 
 
-def test_a_collective_starts_before_independent_work_and_is_waited_for_at_its_first_use(world_of_one):
+def test_a_collective_starts_before_independent_work_and_is_waited_for_at_its_first_use(world_of_one, device):
     """Traced: x's kernel, y's kernel, the all_reduce of x's and its wait at once, then the use.
     Scheduled: the all_reduce right after x's kernel and its wait just before the use, so the
     communication overlaps y's kernel."""
@@ -87,13 +91,13 @@ def test_a_collective_starts_before_independent_work_and_is_waited_for_at_its_fi
         a = c10d.wait_tensor(c10d.all_reduce(doubled, "sum", group))
         return a.cos(), z
 
-    x, y = torch.randn(16), torch.randn(8, 4)
+    x, y = torch.randn(16, device=device), torch.randn(8, 4, device=device)
     assert _schedule_of(fn, x, y) == ["kernel", "all_reduce", "kernel", "wait_tensor", "kernel"]
     torch._dynamo.reset()
     assert_same(torch.compile(fn, backend="tritonize")(x, y), fn(x, y))
 
 
-def test_collectives_keep_their_order_and_their_dependencies(world_of_one):
+def test_collectives_keep_their_order_and_their_dependencies(world_of_one, device):
     """The second all_reduce reads the first one's result: it starts after that wait; the two
     starts keep the program's order (every rank must issue them alike)."""
     def fn(x, y):
@@ -102,27 +106,28 @@ def test_collectives_keep_their_order_and_their_dependencies(world_of_one):
         c = fc.all_reduce(a * 2, "sum", dist.group.WORLD)
         return c + b
 
-    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    x, y = torch.randn(6, 3, device=device), torch.randn(6, 3, device=device)
     order = [step for step in _schedule_of(fn, x, y) if step != "kernel"]
     assert order == ["all_reduce", "all_reduce", "wait_tensor", "all_reduce", "wait_tensor", "wait_tensor"]
     torch._dynamo.reset()
     assert_same(torch.compile(fn, backend="tritonize")(x, y), fn(x, y))
 
 
-def test_a_collective_input_is_not_reused_while_the_collective_may_read_it(world_of_one):
+def test_a_collective_input_is_not_reused_while_the_collective_may_read_it(world_of_one, device):
     """x * 2 dies at the all_reduce's start; the memory plan must not hand its storage to the
     next kernel's output, which the GPU could write while the communication still reads it."""
     def fn(x, y):
         a = fc.all_reduce(x * 2, "sum", dist.group.WORLD)
         return a + (y * 3).exp()
 
-    report = tritonize.explain(fn, torch.randn(64, 64), torch.randn(64, 64))
+    report = tritonize.explain(fn, torch.randn(64, 64, device=device), torch.randn(64, 64, device=device))
     start = report.wrapper.index("all_reduce.default(")
     argument = report.wrapper[start:].split("(")[1].split(",")[0]
     later = report.wrapper[start:]
     assert f"reinterpret_tensor({argument}" not in later and f"= {argument}; del {argument}" not in later
 
 
+@pytest.mark.skipif(DEVICE != "cpu", reason="two ranks on the one GPU the tests have: gloo on the CPU only")
 @pytest.mark.parametrize("case", ["all_reduce_between_kernels", "gather_and_scatter", "all_reduce_of_a_reduction"])
 def test_two_ranks_match_eager(tmp_path, case):
     store = tmp_path / "store"
