@@ -11,6 +11,9 @@ import torch.distributed._functional_collectives as fc
 
 import tritonize
 
+# torch 2.13 names it all_gather_single (all_gather_tensor deprecated); torch 2.11 has the old name only
+all_gather = getattr(fc, "all_gather_single", None) or fc.all_gather_tensor
+
 
 def all_reduce_between_kernels(x, y):
     a = fc.all_reduce(x * 2, "sum", dist.group.WORLD)
@@ -19,7 +22,7 @@ def all_reduce_between_kernels(x, y):
 
 
 def gather_and_scatter(x):
-    gathered = fc.all_gather_single(x.relu(), 0, dist.group.WORLD)
+    gathered = all_gather(x.relu(), 0, dist.group.WORLD)
     scattered = fc.reduce_scatter_tensor(gathered * 3, "sum", 0, dist.group.WORLD)
     return gathered.sum(0), scattered - x
 

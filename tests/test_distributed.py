@@ -22,6 +22,9 @@ from helpers import assert_same
 WORKER = pathlib.Path(__file__).with_name("distributed_worker.py")
 SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
 
+# torch 2.13 names it all_gather_single (all_gather_tensor deprecated); torch 2.11 has the old name only
+all_gather = getattr(fc, "all_gather_single", None) or fc.all_gather_tensor
+
 
 @pytest.fixture
 def world_of_one(tmp_path, device):
@@ -50,7 +53,7 @@ def _schedule_of(fn, *args) -> list[str]:
 
 def test_collectives_are_listed_with_their_sizes_and_are_no_fallback(world_of_one, device):
     def fn(x, y):
-        return fc.all_reduce(x * 2, "sum", dist.group.WORLD) + y, fc.all_gather_single(y.exp(), 0, dist.group.WORLD)
+        return fc.all_reduce(x * 2, "sum", dist.group.WORLD) + y, all_gather(y.exp(), 0, dist.group.WORLD)
 
     x, y = torch.randn(8, 4, device=device), torch.randn(8, 4, device=device)
     with warnings.catch_warnings():
