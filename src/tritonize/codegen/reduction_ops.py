@@ -4,8 +4,9 @@
   NaN-propagating max/min, (value, index) argmax with first-index ties, and var and mean by
   the corrected two-pass form (Chan, Golub and LeVeque): the deviations d from m = sum / n,
   summed with their squares in one reduction, give mean = m + sum(d) / n and var from
-  sum(d^2) - sum(d)^2 / n (at least 0, NaN kept). sum / n may be an ulp off a row of equal values; the
-  correction is exactly that ulp, so their mean is the value and their var 0, as eager's.
+  sum(d^2) - sum(d)^2 / n (at least 0, NaN kept). sum / n may be an ulp off a row of equal
+  values; the correction is exactly that ulp, so their mean is the value and their var 0, as
+  eager's.
 * looped: per-lane accumulators of shape [XBLOCK, RBLOCK] are initialized before the loop,
   updated each iteration and reduced across lanes after it; var and mean keep per-lane Welford
   states (one state for both, for the same values) and merge them with Chan's parallel formula

@@ -1,9 +1,8 @@
 """Ops run through aten from the wrapper: externs on purpose (matmul, conv, attention, sort, and
 random ops under the fallback_random option), collectives (torch.distributed's functional
 collectives, `_c10d_functional`: their own kind, scheduled by schedule/collectives.py) and
-fallbacks for ops we do not lower. Their tensor
-arguments are realized first; their results are buffers whose layout comes from the FX node's
-metadata (checked again at run time).
+fallbacks for ops we do not lower. Their tensor arguments are realized first; their results are
+buffers whose layout comes from the FX node's metadata (checked again at run time).
 
 Strides of the arguments: an op whose result depends on its inputs' strides gets eager's. Custom
 ops (torch.library) get exactly the traced strides unless their layout tag says they are

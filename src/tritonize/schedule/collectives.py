@@ -14,8 +14,9 @@ wherever the program wrote them, usually next to each other. After fusion (sched
 A collective never passes another collective (every rank starts them in the graph's order), a
 wait never passes another wait, and neither passes a step whose effects are not known to us (a
 mutating aten call or collective, a user kernel, a call that binds data-dependent sizes): those
-are barriers. A collective may pass a wait it does not depend on, and a wait a collective. Fusion does not pull a later kernel's work in front of a
-collective (fusion._can_pass), and nothing moves a wait earlier.
+are barriers. A collective may pass a wait it does not depend on, and a wait a collective.
+Fusion does not pull a later kernel's work in front of a collective (fusion._can_pass), and
+nothing moves a wait earlier.
 """
 from __future__ import annotations
 
