@@ -1,7 +1,8 @@
 """torch.distributed's functional collectives in compiled functions (issue 22): their own kind of
 operation (explain() lists them with their sizes; no fallback warning), started early and waited
 late in the schedule (schedule/collectives.py), their buffers never reused while they may still be
-read; and the results of two gloo ranks on the CPU against eager's."""
+read; the results of two gloo ranks on the CPU against eager's; and training in the three setups
+(DDP, FSDP2, tensor parallel) on two gloo ranks against eager's."""
 import json
 import os
 import pathlib
@@ -20,6 +21,7 @@ from conftest import DEVICE
 from helpers import assert_same
 
 WORKER = pathlib.Path(__file__).with_name("distributed_worker.py")
+TRAINING = pathlib.Path(__file__).with_name("distributed_training.py")
 SRC = str(pathlib.Path(__file__).resolve().parents[1] / "src")
 
 # torch 2.13 names it all_gather_single (all_gather_tensor deprecated); torch 2.11 has the old name only
@@ -130,13 +132,12 @@ def test_a_collective_input_is_not_reused_while_the_collective_may_read_it(world
     assert f"reinterpret_tensor({argument}" not in later and f"= {argument}; del {argument}" not in later
 
 
-@pytest.mark.skipif(DEVICE != "cpu", reason="two ranks on the one GPU the tests have: gloo on the CPU only")
-@pytest.mark.parametrize("case", ["all_reduce_between_kernels", "gather_and_scatter", "all_reduce_of_a_reduction"])
-def test_two_ranks_match_eager(tmp_path, case):
+def run_two_ranks(tmp_path, script: pathlib.Path, case: str) -> list[dict]:
+    """Each rank's RESULT object, the two ranks run as processes of one gloo group."""
     store = tmp_path / "store"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, str(WORKER.parent)]),
                TRITONIZE_CACHE_DIR=str(tmp_path / "cache"))
-    ranks = [subprocess.Popen([sys.executable, str(WORKER), case, str(rank), "2", str(store)],
+    ranks = [subprocess.Popen([sys.executable, str(script), case, str(rank), "2", str(store)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for rank in range(2)]
     results = []
@@ -144,6 +145,30 @@ def test_two_ranks_match_eager(tmp_path, case):
         out, err = process.communicate(timeout=300)
         assert process.returncode == 0, err[-3000:]
         results.append(json.loads(next(l for l in out.splitlines() if l.startswith("RESULT "))[len("RESULT "):]))
-    for result in results:
+    return results
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="two ranks on the one GPU the tests have: gloo on the CPU only")
+@pytest.mark.parametrize("case", ["all_reduce_between_kernels", "gather_and_scatter", "all_reduce_of_a_reduction"])
+def test_two_ranks_match_eager(tmp_path, case):
+    for result in run_two_ranks(tmp_path, WORKER, case):
         assert result["same"] and result["inputs_kept"], result
         assert result["collectives"] and not result["fallbacks"], result
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="two ranks on the one GPU the tests have: gloo on the CPU only")
+@pytest.mark.parametrize("setup", ["ddp", "fsdp2", "tp"])
+def test_two_ranks_train_as_eager(tmp_path, setup):
+    """Three SGD steps of a small MLP, compiled against eager, in each setup
+    (tests/distributed_training.py): DDP around the compiled model (Dynamo splits its graph at
+    the 1 MB gradient buckets), FSDP2 with each layer sharded and compiled, tensor parallel
+    linear layers (DTensor: the graph holds the row-parallel layer's all_reduce and carries the
+    process group as an opaque input)."""
+    for result in run_two_ranks(tmp_path, TRAINING, setup):
+        assert result["loss_error"] < 1e-4 and result["weight_error"] < 1e-5, result
+        assert not result["fallbacks"] and not result["eager_graphs"], result
+        assert "forward" in result["graphs"] and "backward" in result["graphs"], result
+        if setup == "ddp":  # the buckets split the graph: two forward graphs, two backward
+            assert result["graphs"].count("forward") >= 2, result
+        if setup == "tp":
+            assert result["collectives"] == ["_c10d_functional.all_reduce.default"], result

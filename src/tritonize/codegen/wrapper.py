@@ -17,7 +17,7 @@ import dataclasses
 import sympy
 import torch
 
-from ..ir.nodes import ExternCall, GraphIR, HostValueBuffer, TensorArg
+from ..ir.nodes import ExternCall, GraphIR, HostValueBuffer, OpaqueInput, TensorArg
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
@@ -70,6 +70,8 @@ class WrapperWriter:
                     f"{sizes_text(value.stride)}, {print_index(value.offset)})")
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
+        if isinstance(value, OpaqueInput):  # passed on as the caller gave it
+            return value.name
         if isinstance(value, sympy.Expr):  # a symbolic size: the wrapper has its symbols bound
             return print_index(value)
         if isinstance(value, (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanAtom)):

@@ -256,6 +256,15 @@ class GraphOutput:
     value: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class OpaqueInput:
+    """A graph input that is no tensor and no size: an opaque object (a ScriptObject, such as
+    the process group a DTensor's graphs carry), passed on as it is to the aten calls that take
+    it and to the outputs that return it; the wrapper names it by its placeholder."""
+
+    name: str
+
+
 @dataclasses.dataclass
 class GraphIR:
     inputs: list[InputBuffer]

@@ -24,6 +24,7 @@ from ..ir.nodes import (
     GraphOutput,
     InputBuffer,
     Layout,
+    OpaqueInput,
     TensorValue,
     buffer_value,
     contiguous_strides,
@@ -94,6 +95,8 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
         if is_symbolic(value) and value.is_Symbol:
             symbol_sources.setdefault(value, node.name)
         return value
+    if _is_opaque(example):
+        return OpaqueInput(node.name)
     if not isinstance(example, torch.Tensor):
         raise Unsupported(f"graph input {node.name} is a {type(example).__name__}, not a tensor")
     size = tuple(as_size(s) for s in example.shape)
@@ -113,6 +116,13 @@ def _lower_input(ctx, node, example, position, inputs, symbol_sources):
     ctx.storage_offsets[buffer.name] = offset
     inputs.append(buffer)
     return buffer_value(buffer.name, layout)
+
+
+def _is_opaque(example) -> bool:
+    """A ScriptObject (a process group, a torchbind object), real or as AOTAutograd fakes it."""
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    return isinstance(example, (torch.ScriptObject, FakeScriptObject))
 
 
 HOST_SCALAR_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16,
