@@ -285,3 +285,20 @@ def test_the_bytecode_cache_is_used_only_from_a_private_directory(tmp_path, monk
     monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
     assert bytecode_cache.enable() is None and sys.pycache_prefix != str(shared)
     assert bytecode_cache.prime() == 0.0
+
+
+def test_distributed_bench_runs_its_setups_on_cpu():
+    """bench/distributed.py at world size 1 (gloo): every setup and back end a row with a time."""
+    import socket
+
+    with socket.socket() as probe:  # a free port for the process group's store
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"), MASTER_PORT=str(port))
+    command = [sys.executable, os.path.join(REPO, "bench", "distributed.py"), "--device", "cpu", "--small",
+               "--setups", "ddp,fsdp2,tp", "--backends", "eager,tritonize", "--steps", "1", "--warmup", "1"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith(("ddp ", "fsdp2 ", "tp "))]
+    assert [(r[0], r[1]) for r in rows] == [(s, b) for s in ("ddp", "fsdp2", "tp") for b in ("eager", "tritonize")]
+    assert all(float(r[3]) > 0 for r in rows), result.stdout

@@ -1,0 +1,223 @@
+"""Distributed training steps (issue 22): DDP, FSDP2 and tensor parallel, eager, Inductor and tritonize.
+
+    torchrun --nproc-per-node 2 bench/distributed.py                 # on a host with 2 GPUs
+    PYTHONPATH=src python3 bench/distributed.py                      # one process: world size 1
+    PYTHONPATH=src python3 bench/distributed.py --device cpu --small # a smoke test (gloo, CPU)
+
+A GPT-2-size decoder of its own (12 blocks, hidden 768, 12 heads, nn.Linear projections so that
+the tensor-parallel plan applies: q, k, v and the MLP's first layer column-parallel, the attention's
+output and the MLP's second layer row-parallel; heads split across ranks), bf16 autocast on the GPU,
+batch 8 x 512 tokens a rank (TP: the same batch on every rank). Setups: "ddp" (DDP around the
+compiled model: Dynamo splits the graph at the gradient buckets), "fsdp2" (fully_shard per block,
+each block compiled), "tp" (parallelize_module, the whole model compiled). World size 1 runs the
+same code paths, collectives included.
+
+Per (setup, back end), rank 0 prints the step time (ms, median of --steps steps after --warmup,
+CUDA events around each step) and, from a torch.profiler trace of two steps, the communication's
+GPU time a step and the share of it that overlaps compute kernels on another stream
+("overlap"). The rows follow each other in one process, back ends interleaved by setup.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+HEADERS = ["setup", "backend", "world", "step ms", "comm ms/step", "overlap", "note"]
+COMM_KERNEL_MARKERS = ("nccl", "gloo", "AllReduce", "AllGather", "ReduceScatter")
+
+
+class Block(nn.Module):
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.o = nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        batch, tokens, _ = x.shape
+        h = self.norm1(x)
+        q, k, v = (p(h).view(batch, tokens, -1, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(attention.transpose(1, 2).reshape(batch, tokens, -1))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class Decoder(nn.Module):
+    def __init__(self, layers: int, hidden: int, heads: int, vocab: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.norm, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setups", default="ddp,fsdp2,tp")
+    parser.add_argument("--backends", default="eager,inductor,tritonize")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="2 blocks, hidden 64, 16 tokens (a smoke test)")
+    parser.add_argument("--markdown", metavar="FILE")
+    return parser.parse_args(argv)
+
+
+def sizes(small: bool) -> dict:
+    if small:
+        return dict(layers=2, hidden=64, heads=4, vocab=512, batch=2, tokens=16)
+    return dict(layers=12, hidden=768, heads=12, vocab=50304, batch=8, tokens=512)
+
+
+def build(setup: str, backend: str, shape: dict, device: torch.device):
+    torch.manual_seed(0)
+    model = Decoder(shape["layers"], shape["hidden"], shape["heads"], shape["vocab"]).to(device)
+    compile_ = (lambda m: m) if backend == "eager" else (lambda m: common.build_backend(backend, m))
+    if setup == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(compile_(model), device_ids=ids)
+    if setup == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for index, block in enumerate(model.blocks):
+            fully_shard(block)
+            model.blocks[index] = compile_(block)
+        return fully_shard(model)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    for block in model.blocks:
+        parallelize_module(block, mesh, {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+                                         "o": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    return compile_(model)
+
+
+def step_fn(model, setup: str, shape: dict, device: torch.device, rank: int):
+    generator = torch.Generator(device="cpu").manual_seed(1 + (0 if setup == "tp" else rank))
+    tokens = torch.randint(0, shape["vocab"], (shape["batch"], shape["tokens"] + 1), generator=generator).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    autocast = torch.autocast(device.type, torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+
+    def step():
+        with autocast:
+            logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def time_steps(step, device: torch.device, steps: int) -> float:
+    times = []
+    for _ in range(steps):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            begin = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - begin) * 1e3)
+    return statistics.median(times)
+
+
+def overlap_of(step, device: torch.device, steps: int = 2) -> tuple:
+    """(communication GPU ms a step, share of it overlapping other kernels), from a profile."""
+    if device.type != "cuda":
+        return None, None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as trace:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kernels = [(e.time_range.start, e.time_range.end, e.name) for e in trace.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA]
+    comm = [(s, e) for s, e, name in kernels if any(m in name for m in COMM_KERNEL_MARKERS)]
+    compute = sorted((s, e) for s, e, name in kernels if not any(m in name for m in COMM_KERNEL_MARKERS))
+    total = sum(e - s for s, e in comm)
+    if not total:
+        return 0.0, None
+    covered = sum(_covered(s, e, compute) for s, e in comm)
+    return total / steps / 1e3, covered / total
+
+
+def _covered(start: int, end: int, intervals: list) -> int:
+    """How much of [start, end) the sorted intervals cover (their union)."""
+    covered, reach = 0, start
+    for s, e in intervals:
+        if e <= reach or s >= end:
+            continue
+        s = max(s, reach)
+        covered += min(e, end) - s
+        reach = min(e, end)
+    return covered
+
+
+def run(setup: str, backend: str, shape: dict, device: torch.device, args) -> list:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        common.reset_compiler_state()
+        model = build(setup, backend, shape, device)
+        step = step_fn(model, setup, shape, device, rank)
+        for _ in range(args.warmup):
+            step()
+        ms = time_steps(step, device, args.steps)
+        comm_ms, overlap = overlap_of(step, device)
+        return [setup, backend, world, ms, comm_ms if comm_ms is not None else "-",
+                f"{overlap:.0%}" if overlap is not None else "-", ""]
+    except Exception as exc:  # a setup's failure is a row
+        return [setup, backend, world, "-", "-", "-", common.describe_error(exc)]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    device = torch.device(args.device, int(os.environ.get("LOCAL_RANK", 0))) if args.device == "cuda" \
+        else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29541")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
+    try:
+        shape = sizes(args.small)
+        rows = [run(setup, backend, shape, device, args)
+                for setup in common.parse_list(args.setups, ["ddp", "fsdp2", "tp"], "setups")
+                for backend in common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends")]
+        if rank == 0:
+            print(common.environment_line(str(device.type)))
+            print(common.format_table(HEADERS, rows))
+            if args.markdown:
+                with open(args.markdown, "w") as out:
+                    out.write(common.format_markdown(HEADERS, rows) + "\n")
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
