@@ -71,6 +71,8 @@ def train(setup: str, rank: int, compile_):
         optimizer.step()
         optimizer.zero_grad()
         losses.append(float(full(loss.detach())))
+    with torch.no_grad():  # an inference call too (DDP's fakified first call of a graph without grad)
+        losses.append(float(full(model(torch.randn(12, WIDTH, generator=data)).pow(2).mean())))
     return losses, [full(p.detach()).clone() for p in model.parameters()]
 
 

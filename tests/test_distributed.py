@@ -118,6 +118,24 @@ def test_collectives_keep_their_order_and_their_dependencies(world_of_one, devic
     assert_same(torch.compile(fn, backend="tritonize")(x, y), fn(x, y))
 
 
+def test_random_numbers_drawn_through_aten_keep_their_order_around_a_collective(world_of_one, device):
+    """Option fallback_random draws eager's numbers from eager's generator: the producer of a
+    collective's input (the second rand) must not move above the first rand (the second
+    review's find: both outputs differed from eager's)."""
+    def fn(x):
+        a = torch.rand(8, device=x.device) + x
+        b = torch.rand(8, device=x.device) * 2
+        return a, fc.all_reduce(b, "sum", dist.group.WORLD)
+
+    compiled = torch.compile(fn, backend="tritonize", options={"fallback_random": True})
+    x = torch.zeros(8, device=device)
+    torch.manual_seed(0)
+    expected = fn(x)
+    torch.manual_seed(0)
+    actual = compiled(x)
+    assert all(torch.equal(a, e) for a, e in zip(actual, expected))
+
+
 def test_a_collective_input_is_not_reused_while_the_collective_may_read_it(world_of_one, device):
     """x * 2 dies at the all_reduce's start; the memory plan must not hand its storage to the
     next kernel's output, which the GPU could write while the communication still reads it."""

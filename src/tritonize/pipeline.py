@@ -50,6 +50,9 @@ class CompiledGraph:
 
     def __init__(self, call, artifacts: GraphArtifacts, constants: dict | None = None,
                  output_strides: list | None = None):
+        # in the instance's __dict__ too: AOTAutograd's wrappers (DDPOptimizer's fakified first
+        # call) copy it with functools.wraps, which reads only the __dict__
+        self._boxed_call = True
         self.call = call
         self.artifacts = artifacts
         self.constants = constants or {}  # the wrapper's CONSTANTS (kept for the graph cache)

@@ -20,6 +20,8 @@ nothing moves a wait earlier.
 """
 from __future__ import annotations
 
+import torch
+
 from ..ir.nodes import ComputedBuffer, ExternCall, writes_no_argument
 from ..ir.scatter import ScatterOp
 
@@ -86,14 +88,17 @@ def _reads(step, reads_of) -> set:
 
 
 def _writes(step, reads_of) -> set | None:
-    """The buffers a step writes; None when that is not known (a barrier)."""
+    """The buffers a step writes; None when that is not known, or when its place matters for
+    itself (a barrier): an aten call that draws random numbers (option fallback_random) must draw
+    them in the graph's order, as eager does."""
     if hasattr(step, "buffers"):  # a kernel group
         return {b.name for b in step.buffers}
     if isinstance(step, ComputedBuffer):
         return {step.name}
     if isinstance(step, ScatterOp):
         return {step.target}
-    if isinstance(step, ExternCall) and not step.after and writes_no_argument(step.target):
+    if isinstance(step, ExternCall) and not step.after and writes_no_argument(step.target) \
+            and torch.Tag.nondeterministic_seeded not in getattr(step.target, "tags", ()):
         outputs = {o.buffer.name for o in step.outputs}
         return outputs | reads_of(step) if is_wait(step) else outputs  # a wait completes its input
     return None
