@@ -37,6 +37,14 @@ def is_start(step) -> bool:
     return isinstance(step, ExternCall) and step.kind == "collective" and not is_wait(step)
 
 
+def is_pure_call(step) -> bool:
+    """An aten call whose place among the steps matters only through the buffers it reads and
+    writes: it writes none of its arguments, draws no random numbers (option fallback_random:
+    eager's numbers in the graph's order) and binds no data-dependent sizes."""
+    return isinstance(step, ExternCall) and not step.after and writes_no_argument(step.target) \
+        and torch.Tag.nondeterministic_seeded not in getattr(step.target, "tags", ())
+
+
 def order_collectives(steps: list, reads_of) -> list:
     """steps with collectives started early and waited late (reads_of: fusion's, a step's reads)."""
     steps = list(steps)
@@ -89,16 +97,14 @@ def _reads(step, reads_of) -> set:
 
 def _writes(step, reads_of) -> set | None:
     """The buffers a step writes; None when that is not known, or when its place matters for
-    itself (a barrier): an aten call that draws random numbers (option fallback_random) must draw
-    them in the graph's order, as eager does."""
+    itself (a barrier: an aten call that is not `is_pure_call`)."""
     if hasattr(step, "buffers"):  # a kernel group
         return {b.name for b in step.buffers}
     if isinstance(step, ComputedBuffer):
         return {step.name}
     if isinstance(step, ScatterOp):
         return {step.target}
-    if isinstance(step, ExternCall) and not step.after and writes_no_argument(step.target) \
-            and torch.Tag.nondeterministic_seeded not in getattr(step.target, "tags", ()):
+    if is_pure_call(step):
         outputs = {o.buffer.name for o in step.outputs}
         return outputs | reads_of(step) if is_wait(step) else outputs  # a wait completes its input
     return None

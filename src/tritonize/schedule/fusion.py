@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from ..ir import expr as ex
-from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer, writes_no_argument
+from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
 from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges
-from .collectives import is_start, order_collectives
+from .collectives import is_pure_call, is_start, order_collectives
 from .rows import RowSpace, row_space_of
 from .scans import is_scan_group, scan_joins, scan_row_space
 
@@ -208,9 +206,7 @@ def _can_pass(op) -> bool:
     its arguments, draws no random numbers and binds no data-dependent sizes. The buffer must
     also not read the call's results (fuse checks). Not a collective: the work after it would be
     done before it, delaying the communication it could overlap (schedule/collectives.py)."""
-    if not isinstance(op, ExternCall) or op.after or is_start(op):
-        return False
-    return writes_no_argument(op.target) and torch.Tag.nondeterministic_seeded not in getattr(op.target, "tags", ())
+    return is_pure_call(op) and not is_start(op)
 
 
 def _row_space(op: ComputedBuffer) -> RowSpace | None:
