@@ -205,9 +205,12 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
     try:
         shape = sizes(args.small)
-        rows = [run(setup, backend, shape, device, args)
-                for setup in common.parse_list(args.setups, ["ddp", "fsdp2", "tp"], "setups")
-                for backend in common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends")]
+        rows = []
+        for setup in common.parse_list(args.setups, ["ddp", "fsdp2", "tp"], "setups"):
+            for backend in common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends"):
+                rows.append(run(setup, backend, shape, device, args))
+                if rank == 0:  # each row as it comes: a run cut off by a time limit keeps them
+                    print("row:", " | ".join(str(cell) for cell in rows[-1]), flush=True)
         if rank == 0:
             print(common.environment_line(str(device.type)))
             print(common.format_table(HEADERS, rows))

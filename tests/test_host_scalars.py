@@ -50,6 +50,9 @@ def test_float_attributes_of_a_dynamic_graph_are_kernel_arguments():
     assert not [w for w in caught if "runs through aten" in str(w.message)]
     wrapper = next(r for r in recorder if r != "graph").wrapper
     assert ".item()" in wrapper and "in_scalar" in wrapper
+    # a float attribute is read once with .item(), which checks it holds one number: no size assert
+    scalars = [line.split(" = ")[1].split(".")[0] for line in wrapper.splitlines() if line.endswith(".item()")]
+    assert scalars and not [s for s in scalars if f"assert_size_stride({s}," in wrapper]
 
 
 def test_user_passed_zero_dim_cpu_tensors_mix_with_device_tensors():

@@ -24,6 +24,7 @@ from ..schedule.fusion import KernelGroup, reads_of
 from .index_printer import print_condition, print_index, print_number
 from .kernel import host_scalar_argument
 from .memory_plan import MemoryPlan, plan_memory
+from .size_hoisting import hoist_size_expressions
 from .user_kernel import user_kernel_lines
 
 aten = torch.ops.aten
@@ -194,14 +195,18 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
         lines.append(f"    {', '.join(names)}, = args")
     lines.append("    args.clear()")
     lines += [f"    {symbol} = {source}" for symbol, source in graph.symbol_sources.items()]
+    symbols_bound = len(lines)
     kernel_args = {a for step in steps if isinstance(step, (KernelGroup, ScatterOp)) for a in kernels[id(step)][1]}
     for b in graph.inputs:
+        if b.host_scalar and host_scalar_argument(b.name) in kernel_args:
+            # kernels take its value: .item() checks it holds one number, all the graph assumed
+            # (Dynamo passes each float attribute this way under dynamic=True: no assert a call)
+            lines.append(f"    {host_scalar_argument(b.name)} = {b.name}.item()")
+            continue
         lines.append(f"    assert_size_stride({b.name}, {sizes_text(b.layout.size)}, {sizes_text(b.layout.stride)}, "
                      f"{b.name!r})")
         if b.neg_bit:  # kernels read memory: the negation torch keeps as a flag is applied first
             lines.append(f"    {b.name} = {b.name}.resolve_neg()")
-        if b.host_scalar and host_scalar_argument(b.name) in kernel_args:  # kernels take its value
-            lines.append(f"    {host_scalar_argument(b.name)} = {b.name}.item()")
     for b in host_values(graph):  # numbers computed from sizes alone (lower/host_values.py)
         if host_scalar_argument(b.name) in kernel_args:
             lines.append(f"    {host_scalar_argument(b.name)} = {b.source}")
@@ -229,7 +234,8 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     outs = ", ".join(writer.value_text(o.view) if o.view is not None else writer.value_text(o.value)
                      for o in graph.outputs)
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
-    return lines
+    # each size expression used more than once is computed once a call, after the symbols
+    return hoist_size_expressions(lines, symbols_bound, {str(s) for s in graph.symbol_sources})
 
 
 def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, memory: MemoryPlan) -> list[str]:
