@@ -12,10 +12,12 @@ compiled model: Dynamo splits the graph at the gradient buckets), "fsdp2" (fully
 each block compiled), "tp" (parallelize_module, the whole model compiled). World size 1 runs the
 same code paths, collectives included.
 
-Per (setup, back end), rank 0 prints the step time (ms, median of --steps steps after --warmup,
-CUDA events around each step) and, from a torch.profiler trace of two steps, the communication's
-GPU time a step and the share of it that overlaps compute kernels on another stream
-("overlap"). The rows follow each other in one process, back ends interleaved by setup.
+Per (setup, back end), rank 0 prints the step time (ms: the back ends' models of a setup are
+built side by side and timed in turns for --rounds rounds of --steps steps after --warmup, CUDA
+events around each step; the fastest round's median counts) and, from a torch.profiler trace of
+two steps, the compute kernels' GPU time a step, the communication's GPU time a step (NCCL's
+kernels, which include their wait for the other ranks) and the share of it that overlaps
+compute kernels ("overlap"). --profile-top N also prints each row's N longest kernels.
 """
 import argparse
 import os
@@ -31,7 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-HEADERS = ["setup", "backend", "world", "step ms", "comm ms/step", "overlap", "note"]
+HEADERS = ["setup", "backend", "world", "step ms", "compute ms/step", "comm ms/step", "overlap", "note"]
 COMM_KERNEL_MARKERS = ("nccl", "gloo", "AllReduce", "AllGather", "ReduceScatter")
 
 
@@ -74,8 +76,11 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="timing rounds, the back ends in turns")
     parser.add_argument("--small", action="store_true", help="2 blocks, hidden 64, 16 tokens (a smoke test)")
     parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument("--profile-top", type=int, default=0, metavar="N",
+                        help="print each row's N longest kernels (GPU ms a step) from its profile")
     return parser.parse_args(argv)
 
 
@@ -114,7 +119,8 @@ def build(setup: str, backend: str, shape: dict, device: torch.device):
 def step_fn(model, setup: str, shape: dict, device: torch.device, rank: int):
     generator = torch.Generator(device="cpu").manual_seed(1 + (0 if setup == "tp" else rank))
     tokens = torch.randint(0, shape["vocab"], (shape["batch"], shape["tokens"] + 1), generator=generator).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # (tensor parallel: the embedding and head stay plain tensors, which foreach ops cannot mix with DTensors)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=setup != "tp")
     autocast = torch.autocast(device.type, torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
 
     def step():
@@ -144,10 +150,13 @@ def time_steps(step, device: torch.device, steps: int) -> float:
     return statistics.median(times)
 
 
-def overlap_of(step, device: torch.device, steps: int = 2) -> tuple:
-    """(communication GPU ms a step, share of it overlapping other kernels), from a profile."""
+def overlap_of(step, device: torch.device, steps: int = 2, top: int = 0, title: str = "") -> tuple:
+    """(compute kernels' GPU ms a step, communication's GPU ms a step, the share of the latter
+    overlapping compute kernels), from a profile; with `top`, rank 0 also prints the kernels that
+    took longest (ms a step, launches). Communication kernels include the time they wait for
+    the other ranks."""
     if device.type != "cuda":
-        return None, None
+        return None, None, None
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as trace:
@@ -156,13 +165,27 @@ def overlap_of(step, device: torch.device, steps: int = 2) -> tuple:
         torch.cuda.synchronize()
     kernels = [(e.time_range.start, e.time_range.end, e.name) for e in trace.events()
                if e.device_type == torch.autograd.DeviceType.CUDA]
+    if top and dist.get_rank() == 0:
+        print_top_kernels(kernels, steps, top, title)
     comm = [(s, e) for s, e, name in kernels if any(m in name for m in COMM_KERNEL_MARKERS)]
     compute = sorted((s, e) for s, e, name in kernels if not any(m in name for m in COMM_KERNEL_MARKERS))
+    busy = sum(e - s for s, e in compute) / steps / 1e3
     total = sum(e - s for s, e in comm)
     if not total:
-        return 0.0, None
+        return busy, 0.0, None
     covered = sum(_covered(s, e, compute) for s, e in comm)
-    return total / steps / 1e3, covered / total
+    return busy, total / steps / 1e3, covered / total
+
+
+def print_top_kernels(kernels: list, steps: int, top: int, title: str) -> None:
+    totals, counts = {}, {}
+    for start, end, name in kernels:
+        totals[name] = totals.get(name, 0) + end - start
+        counts[name] = counts.get(name, 0) + 1
+    busy = sum(totals.values()) / steps / 1e3
+    print(f"kernels {title}: {busy:.2f} ms a step in {len(kernels) // steps} launches", flush=True)
+    for name in sorted(totals, key=totals.get, reverse=True)[:top]:
+        print(f"  {totals[name] / steps / 1e3:8.3f} ms  x{counts[name] // steps:<4} {name[:110]}", flush=True)
 
 
 def _covered(start: int, end: int, intervals: list) -> int:
@@ -177,20 +200,34 @@ def _covered(start: int, end: int, intervals: list) -> int:
     return covered
 
 
-def run(setup: str, backend: str, shape: dict, device: torch.device, args) -> list:
+def run_setup(setup: str, backends: list, shape: dict, device: torch.device, args) -> list:
+    """One row per back end. The back ends' models are built side by side and timed in turns,
+    round after round (a slow spell of the host, or of the other rank, falls on all of them);
+    each keeps its fastest round's median. A back end that fails is a row saying why."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    try:
-        common.reset_compiler_state()
-        model = build(setup, backend, shape, device)
-        step = step_fn(model, setup, shape, device, rank)
-        for _ in range(args.warmup):
-            step()
-        ms = time_steps(step, device, args.steps)
-        comm_ms, overlap = overlap_of(step, device)
-        return [setup, backend, world, ms, comm_ms if comm_ms is not None else "-",
-                f"{overlap:.0%}" if overlap is not None else "-", ""]
-    except Exception as exc:  # a setup's failure is a row
-        return [setup, backend, world, "-", "-", "-", common.describe_error(exc)]
+    common.reset_compiler_state()
+    steps, failures = {}, {}
+    for backend in backends:
+        try:
+            step = step_fn(build(setup, backend, shape, device), setup, shape, device, rank)
+            for _ in range(args.warmup):
+                step()
+            steps[backend] = step
+        except Exception as exc:  # noqa: BLE001  (every rank fails alike: the model and inputs are the same)
+            failures[backend] = common.describe_error(exc)
+    best = {backend: float("inf") for backend in steps}
+    for _ in range(args.rounds):
+        for backend, step in steps.items():
+            best[backend] = min(best[backend], time_steps(step, device, args.steps))
+    rows = []
+    for backend in backends:
+        if backend in failures:
+            rows.append([setup, backend, world, "-", "-", "-", "-", failures[backend]])
+            continue
+        busy, comm_ms, overlap = overlap_of(steps[backend], device, top=args.profile_top, title=f"{setup} {backend}")
+        rows.append([setup, backend, world, best[backend], busy if busy is not None else "-",
+                     comm_ms if comm_ms is not None else "-", f"{overlap:.0%}" if overlap is not None else "-", ""])
+    return rows
 
 
 def main(argv=None) -> int:
@@ -206,11 +243,12 @@ def main(argv=None) -> int:
     try:
         shape = sizes(args.small)
         rows = []
+        backends = common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends")
         for setup in common.parse_list(args.setups, ["ddp", "fsdp2", "tp"], "setups"):
-            for backend in common.parse_list(args.backends, common.KNOWN_BACKENDS, "back ends"):
-                rows.append(run(setup, backend, shape, device, args))
-                if rank == 0:  # each row as it comes: a run cut off by a time limit keeps them
-                    print("row:", " | ".join(str(cell) for cell in rows[-1]), flush=True)
+            rows += run_setup(setup, backends, shape, device, args)
+            if rank == 0:  # each setup's rows as they come: a run cut off by a time limit keeps them
+                for row in rows[-len(backends):]:
+                    print("row:", " | ".join(str(cell) for cell in row), flush=True)
         if rank == 0:
             print(common.environment_line(str(device.type)))
             print(common.format_table(HEADERS, rows))
