@@ -10,10 +10,10 @@ case "${1:-}" in
     two)
         timeout 570 torchrun --nproc-per-node 2 bench/distributed.py --setups "$setups" --profile-top "${TOP:-0}" \
             --markdown "$OUT/distributed_two_${setups//,/_}.md" 2>&1 \
-            | quiet | grep -v "^\[rank1\]" | tail -40 ;;
+            | quiet | grep -v "^\[rank1\]" | tee "$OUT/distributed_two.log" | tail -40 ;;
     one)
         timeout 570 python3 bench/distributed.py --setups "$setups" --profile-top "${TOP:-0}" --markdown "$OUT/distributed_one_${setups//,/_}.md" \
-            2>&1 | quiet | tail -40 ;;
+            2>&1 | quiet | tee "$OUT/distributed_one.log" | tail -40 ;;
     *)
         echo "usage: bash bench/distributed_gpu.sh two|one" >&2; exit 2 ;;
 esac
