@@ -15,9 +15,10 @@ same code paths, collectives included.
 Per (setup, back end), rank 0 prints the step time (ms: the back ends' models of a setup are
 built side by side and timed in turns for --rounds rounds of --steps steps after --warmup, CUDA
 events around each step; the fastest round's median counts) and, from a torch.profiler trace of
-two steps, the compute kernels' GPU time a step, the communication's GPU time a step (NCCL's
-kernels, which include their wait for the other ranks) and the share of it that overlaps
-compute kernels ("overlap"). --profile-top N also prints each row's N longest kernels.
+two steps (after one it does not record), the compute kernels' GPU time a step, the
+communication's GPU time a step (NCCL's kernels, which include their wait for the other ranks:
+the rank that waited least is shown) and the share of it that overlaps compute kernels
+("overlap"). --profile-top N also prints each row's N longest kernels.
 """
 import argparse
 import os
@@ -100,12 +101,15 @@ def build(setup: str, backend: str, shape: dict, device: torch.device):
         ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(compile_(model), device_ids=ids)
     if setup == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        # the mesh names the device: fully_shard's default takes CUDA whenever the host has it
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         for index, block in enumerate(model.blocks):
-            fully_shard(block)
+            fully_shard(block, mesh=mesh)
             model.blocks[index] = compile_(block)
-        return fully_shard(model)
+        return fully_shard(model, mesh=mesh)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -152,21 +156,31 @@ def time_steps(step, device: torch.device, steps: int) -> float:
 
 def overlap_of(step, device: torch.device, steps: int = 2, top: int = 0, title: str = "") -> tuple:
     """(compute kernels' GPU ms a step, communication's GPU ms a step, the share of the latter
-    overlapping compute kernels), from a profile; with `top`, rank 0 also prints the kernels that
-    took longest (ms a step, launches). Communication kernels include the time they wait for
-    the other ranks."""
+    overlapping compute kernels), from a profile of `steps` steps after one step the profiler
+    does not record (it absorbs the ranks' skew in starting the profiler, which NCCL's kernels
+    would otherwise count as waiting). NCCL's kernels include any wait for the other ranks, so
+    the figures come from the rank whose communication took least: the last to arrive. With
+    `top`, rank 0 also prints the kernels that took longest (ms a step, launches)."""
     if device.type != "cuda":
         return None, None, None
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
-    with profile(activities=[ProfilerActivity.CUDA]) as trace:
-        for _ in range(steps):
+    with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=steps)) as trace:
+        for _ in range(steps + 1):
             step()
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            trace.step()
     kernels = [(e.time_range.start, e.time_range.end, e.name) for e in trace.events()
                if e.device_type == torch.autograd.DeviceType.CUDA]
     if top and dist.get_rank() == 0:
         print_top_kernels(kernels, steps, top, title)
+    measured = [None] * dist.get_world_size()
+    dist.all_gather_object(measured, communication_figures(kernels, steps))
+    return min(measured, key=lambda figures: figures[1])
+
+
+def communication_figures(kernels: list, steps: int) -> tuple:
+    """(compute ms a step, communication ms a step, overlapped share or None) of one rank's kernels."""
     comm = [(s, e) for s, e, name in kernels if any(m in name for m in COMM_KERNEL_MARKERS)]
     compute = sorted((s, e) for s, e, name in kernels if not any(m in name for m in COMM_KERNEL_MARKERS))
     busy = sum(e - s for s, e in compute) / steps / 1e3

@@ -302,3 +302,15 @@ def test_distributed_bench_runs_its_setups_on_cpu():
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith(("ddp ", "fsdp2 ", "tp "))]
     assert [(r[0], r[1]) for r in rows] == [(s, b) for s in ("ddp", "fsdp2", "tp") for b in ("eager", "tritonize")]
     assert all(float(r[3]) > 0 for r in rows), result.stdout
+
+
+def test_distributed_bench_counts_the_overlapped_share_of_communication():
+    """bench/distributed.py's figures from one rank's kernels (profiler times in microseconds):
+    communication kernels 10 + 10 us, 5 of them under a compute kernel; compute 15 + 10 us."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import distributed
+
+    kernels = [(0, 10, "ncclDevKernel_AllReduce_Sum_f32"), (5, 20, "nvjet_gemm"), (30, 40, "ncclDevKernel_AllGather"),
+               (50, 60, "triton_poi_fused_add_0")]
+    assert distributed.communication_figures(kernels, steps=1) == (0.025, 0.02, 0.25)
+    assert distributed.communication_figures(kernels[1:2], steps=1) == (0.015, 0.0, None)
