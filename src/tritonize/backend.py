@@ -25,8 +25,9 @@ from .caching import dynamo_cache, graph_cache, precompiled
 from .config import Options, make_options
 from .cudagraphs.plan import attach_cuda_graphs
 from .caching.graph_cache import compile_graph_cached
+from .pipeline import compile_graph
 from .graph_passes import contiguous_attention_masks
-from .lower import conv_layout
+from .lower import conv_layout, freezing
 from .lower.decompositions import decomposition_table
 
 _GRAPH_IDS = itertools.count()
@@ -60,18 +61,29 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         for each in _recorders(recorder):
             each.append(compiled.artifacts)
 
-    def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None, user_outputs: int | None = None):
+    def aten_compiler(role: str, pending: dynamo_cache.PendingEntry | None = None, user_outputs: int | None = None,
+                      freezable: tuple | None = None):
         """user_outputs (a forward graph): how many outputs the Dynamo graph had; the forward's
-        other outputs are saved for the backward (mark_user_visible_outputs)."""
+        other outputs are saved for the backward (mark_user_visible_outputs). freezable (option
+        freeze): the Dynamo graph's parameter and buffer inputs and its input count."""
         def compile_aten(gm, example_inputs):
             graph_id = next(_GRAPH_IDS)
             if user_outputs is not None:
                 mark_user_visible_outputs(gm, user_outputs)
             graph_options, layout_note = conv_layout.decide(options, gm, role)
-            compiled = compile_graph_cached(gm, example_inputs, graph_options, graph_id)
-            if layout_note and layout_note not in compiled.artifacts.notes:
-                compiled.artifacts.notes.append(layout_note)
+            frozen = None
+            if freezable is not None and role == "inference":
+                frozen = freezing.freeze_graph(gm, *freezable, f"graph {graph_id}",
+                                               channels_last=graph_options.conv_layout == "channels_last")
+                compiled = compile_graph(gm, example_inputs, graph_options, graph_id)  # never cached: its weights
+            else:
+                compiled = compile_graph_cached(gm, example_inputs, graph_options, graph_id)
+            for note in (layout_note, frozen.note if frozen else None, _training_not_frozen(freezable, role)):
+                if note and note not in compiled.artifacts.notes:
+                    compiled.artifacts.notes.append(note)
             attach_cuda_graphs(compiled, gm, example_inputs, role, options, f"graph {graph_id} ({role})")
+            if frozen is not None and frozen.frozen is not None:
+                check_frozen_inputs(compiled, frozen.frozen)
             record(compiled, role)
             report_output_strides(compiled)
             if pending is not None:
@@ -96,6 +108,11 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             return compile_dynamo_graph(gm, example_inputs, precompiling)
 
     def compile_dynamo_graph(gm, example_inputs, precompiling: bool):
+        if options.freeze:  # its graphs hold the model's weights: not cached, nor precompiled
+            if precompiling:
+                raise precompiled.cannot_precompile(gm, "option freeze holds the weights in the graph")
+            freezable = (freezing.frozen_candidates(gm, example_inputs), len(example_inputs))
+            return trace_and_compile(gm, example_inputs, None, freezable)
         key, hit = dynamo_cache.lookup(gm, example_inputs, options)
         if hit is not None:
             # the size key reads which sizes are symbolic: Dynamo's traced inputs, not this call's
@@ -103,22 +120,8 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             attach_cuda_graphs(hit.compiled, None, traced, "inference", options, "a cached graph")
             record(hit.compiled, "inference")
             return hit
-        start_gpu_runtime(example_inputs, compiling=True)
         pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options)
-        contiguous_attention_masks(gm)
-        # Dynamo's DDPOptimizer (DistributedDataParallel's graph splitting) reads this counter to
-        # know AOTAutograd compiled a bucket's submodule; it then makes the fake first call that
-        # AOTAutograd's wrapper answers with fake outputs. Not counted, the first real call got them.
-        counters["aot_autograd"]["total"] += 1
-        compiled_fn = aot_module_simplified(
-            gm, example_inputs,
-            fw_compiler=aten_compiler("forward", user_outputs=len(pytree.tree_leaves(gm.graph.output_node().args))),
-            bw_compiler=compile_backward,
-            inference_compiler=aten_compiler("inference", pending),
-            partition_fn=partition_function(options),
-            decompositions=decomposition_table(options.fallback_random),
-            keep_inference_input_mutations=False,
-        )
+        compiled_fn = trace_and_compile(gm, example_inputs, pending, None)
         compiled, problem = pending.finish()
         problem = problem or graph_cache.unstorable_reason(compiled)
         if problem is None:  # the runner a warm process gets; torch's aot_compile can save it
@@ -128,7 +131,43 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
             raise precompiled.cannot_precompile(gm, problem)
         return compiled_fn
 
+    def trace_and_compile(gm, example_inputs, pending, freezable):
+        """AOTAutograd's trace of the Dynamo graph, our compilers for the graphs it makes."""
+        start_gpu_runtime(example_inputs, compiling=True)
+        contiguous_attention_masks(gm)
+        # Dynamo's DDPOptimizer (DistributedDataParallel's graph splitting) reads this counter to
+        # know AOTAutograd compiled a bucket's submodule; it then makes the fake first call that
+        # AOTAutograd's wrapper answers with fake outputs. Not counted, the first real call got them.
+        counters["aot_autograd"]["total"] += 1
+        user_outputs = len(pytree.tree_leaves(gm.graph.output_node().args))
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=aten_compiler("forward", user_outputs=user_outputs, freezable=freezable),
+            bw_compiler=compile_backward,
+            inference_compiler=aten_compiler("inference", pending, freezable=freezable),
+            partition_fn=partition_function(options),
+            decompositions=decomposition_table(options.fallback_random),
+            keep_inference_input_mutations=False,
+        )
+
     return backend
+
+
+def _training_not_frozen(freezable, role: str) -> str | None:
+    if freezable is not None and role == "forward":
+        return "freeze: a training graph is not frozen (its weights change at every step)"
+    return None
+
+
+def check_frozen_inputs(compiled, frozen: freezing.FrozenInputs) -> None:
+    """Each call of a frozen graph first checks that its frozen inputs are unchanged."""
+    run, check = compiled.call, frozen.check
+
+    def call(args):
+        check(args)
+        return run(args)
+    compiled.call = call
+    compiled.frozen = frozen
 
 
 def mark_user_visible_outputs(gm: torch.fx.GraphModule, user_outputs: int) -> None:

@@ -15,6 +15,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 | conv_layout | "auto", "as_traced", "channels_last" | "auto"   | "channels_last": 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides. "auto": channels-last for inference graphs with fp16/bf16 convolutions on CUDA, as traced otherwise (the decision is a note in explain()) |
+| freeze      | bool                      | False                  | inference: the model's parameters and buffers are constants (their weights must not change; a changed one raises FrozenInputChanged): computations of weights alone run once at compile time, batch norms fold into the convolutions before them (lower/freezing.py) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
 (no disk caches), TRITONIZE_DYNAMO_CACHE=0, TRITONIZE_COMPILE_POOL / TRITONIZE_COMPILE_WORKERS,
@@ -46,6 +47,7 @@ class Options:
     cudagraph_buckets: tuple = ()
     partitioner: str = "min_cut"
     conv_layout: str = "auto"
+    freeze: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -87,7 +89,8 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
 
 def code_options(options: Options) -> list:
     """The options that change the generated code: part of every cache key."""
-    return [options.mode, options.fallback, options.fallback_random, options.partitioner, options.conv_layout]
+    return [options.mode, options.fallback, options.fallback_random, options.partitioner, options.conv_layout,
+            options.freeze]
 
 
 @contextlib.contextmanager

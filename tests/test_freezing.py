@@ -1,0 +1,147 @@
+"""Frozen inference (options freeze=True, lower/freezing.py): weights as constants, batch norms
+folded into convolutions, and the contract (a frozen weight that changes raises) kept."""
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same
+
+from conftest import DEVICE
+from tritonize.backend import make_backend
+from tritonize.config import make_options
+from tritonize.lower.freezing import FrozenInputChanged
+
+nn = torch.nn
+
+
+def conv_net(dtype=torch.float32) -> nn.Module:
+    """conv, batch norm, ReLU; conv with bias, batch norm; a linear head. Batch norms with
+    statistics and affine parameters away from their defaults, so that folding them shows."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(64, 5))
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-1, 1)
+                module.running_var.uniform_(0.5, 2)
+                module.weight.uniform_(0.5, 2)
+                module.bias.uniform_(-1, 1)
+    return model.eval().to(device=DEVICE, dtype=dtype)
+
+
+def compile_frozen(model, freeze=True, options=None, **kwargs):
+    recorder = []
+    backend = make_backend(make_options(freeze=freeze, **(options or {})), recorder=recorder)
+    return torch.compile(model, backend=backend, **kwargs), recorder
+
+
+def graphs(recorder) -> list:
+    return [r for r in recorder if r != "graph"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norms_fold_into_their_convolutions_and_match_eager(dtype):
+    model = conv_net(dtype)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE, dtype=dtype)
+    saved = x.clone()
+    frozen, recorder = compile_frozen(model)
+    plain, plain_recorder = compile_frozen(model, freeze=False)
+    with torch.no_grad():
+        expected = model(x)
+        assert_same(frozen(x), expected)
+        assert_same(plain(x), expected)
+    assert_same(x, saved)
+    (graph,) = graphs(recorder)
+    assert "freeze: 13 parameter and buffer inputs frozen" in " ".join(graph.notes)
+    assert "8 folded into convolutions" in " ".join(graph.notes)  # 4 steps of each batch norm
+    # the batch norm after the second convolution left no kernel at all; the first one's shift is
+    # the convolution's bias, added in the ReLU's kernel
+    (plain_graph,) = graphs(plain_recorder)
+    assert (len(graph.kernels), len(plain_graph.kernels)) == (1, 2)
+
+
+def test_channels_last_convolutions_get_their_weights_converted_once():
+    model = conv_net()
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    frozen, recorder = compile_frozen(model, options={"conv_layout": "channels_last"})
+    with torch.no_grad():
+        assert_same(frozen(x), model(x))
+    (graph,) = graphs(recorder)
+    assert "2 convolution weights stored channels-last" in " ".join(graph.notes)
+
+
+def test_a_weight_written_in_place_after_freezing_raises_naming_it():
+    model = conv_net()
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    frozen, _ = compile_frozen(model)
+    with torch.no_grad():
+        frozen(x)
+        model[3].weight.mul_(2)
+        with pytest.raises(FrozenInputChanged, match=r"_modules\['3'\]._parameters\['weight'\].*freeze=True"):
+            frozen(x)
+
+
+def test_a_replaced_buffer_after_freezing_raises():
+    model = conv_net()
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    frozen, _ = compile_frozen(model)
+    with torch.no_grad():
+        frozen(x)
+        model[1].running_var = torch.ones(8, device=DEVICE)  # a new tensor, version 0
+        with pytest.raises(FrozenInputChanged, match=r"_buffers\['running_var'\]"):
+            frozen(x)
+
+
+class Counting(nn.Module):
+    """A buffer the forward writes (not frozen) beside a weight it only reads (frozen)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 6)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return self.linear(x).relu() * self.calls
+
+
+def test_a_buffer_the_graph_writes_stays_an_input():
+    model = Counting().to(DEVICE)
+    reference = Counting().to(DEVICE)
+    reference.load_state_dict(model.state_dict())
+    frozen, recorder = compile_frozen(model)
+    x = torch.randn(3, 6, device=DEVICE)
+    with torch.no_grad():
+        for _ in range(3):
+            assert_same(frozen(x), reference(x))
+    assert model.calls.item() == reference.calls.item() == 3
+    notes = " ".join(graphs(recorder)[0].notes)
+    assert "freeze: 2 parameter and buffer inputs frozen" in notes  # the weight and bias, not `calls`
+
+
+def test_training_graphs_are_not_frozen_and_train_as_eager():
+    model, reference = conv_net().train(), conv_net().train()
+    frozen, recorder = compile_frozen(model)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    frozen(x).sum().backward()
+    reference(x).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    assert any("a training graph is not frozen" in n for g in graphs(recorder) for n in g.notes)
+
+
+def test_a_frozen_graph_serves_other_batch_sizes():
+    model = conv_net()
+    frozen, recorder = compile_frozen(model, dynamic=True)
+    with torch.no_grad():
+        for batch in (2, 5, 3):
+            x = torch.randn(batch, 3, 8, 8, device=DEVICE)
+            assert_same(frozen(x), model(x))
+    assert len(graphs(recorder)) == 1
+
+
+def test_freeze_is_part_of_the_code_options():
+    from tritonize.config import code_options
+
+    assert code_options(make_options(freeze=True)) != code_options(make_options())
