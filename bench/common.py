@@ -25,7 +25,8 @@ import torch
 BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
 KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
-                              "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced")
+                              "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced", "tritonize-freeze",
+                              "inductor-freeze")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -36,6 +37,7 @@ TRITONIZE_VARIANTS = {
     "tritonize-nhwc": {"conv_layout": "channels_last"},
     "tritonize-traced": {"conv_layout": "as_traced"},
     "tritonize-savefwd": {"partitioner": "default"},
+    "tritonize-freeze": {"freeze": True},  # frozen inference (lower/freezing.py)
 }
 
 
@@ -59,7 +61,8 @@ def build_backend(name, fn):
     """`fn` run by back end `name`: the function itself for eager, else torch.compile(fn, backend=name)
     ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead"; "-savefwd": options partitioner="default", AOTAutograd's default partition that saves what the
     forward computed, where tritonize's default is the min-cut partitioner; "-nhwc" / "-traced":
-    options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph)."""
+    options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph;
+    "-freeze": frozen inference, tritonize's option freeze or Inductor's config freezing)."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:
@@ -71,6 +74,8 @@ def build_backend(name, fn):
     base, _, variant = name.partition("-")
     if base == "tritonize":
         import_tritonize()
+    if name == "inductor-freeze":
+        return torch.compile(private_copy(fn), backend="inductor", options={"freezing": True})
     return torch.compile(private_copy(fn), backend=base, dynamic=True if variant == "dynamic" else None,
                          mode="reduce-overhead" if variant == "ro" else None)
 
