@@ -9,7 +9,7 @@ from helpers import assert_same
 from conftest import DEVICE
 from tritonize.backend import make_backend
 from tritonize.config import make_options
-from tritonize.lower.freezing import FrozenInputChanged
+from tritonize import FrozenInputChanged
 
 nn = torch.nn
 
@@ -90,6 +90,17 @@ def test_a_replaced_buffer_after_freezing_raises():
         frozen(x)
         model[1].running_var = torch.ones(8, device=DEVICE)  # a new tensor, version 0
         with pytest.raises(FrozenInputChanged, match=r"_buffers\['running_var'\]"):
+            frozen(x)
+
+
+def test_a_weight_whose_data_was_swapped_after_freezing_raises():
+    model = conv_net()
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    frozen, _ = compile_frozen(model)
+    with torch.no_grad():
+        frozen(x)
+        model[6].weight.data = torch.zeros_like(model[6].weight)  # same Parameter, its version unchanged
+        with pytest.raises(FrozenInputChanged, match=r"_modules\['6'\]._parameters\['weight'\]"):
             frozen(x)
 
 

@@ -18,14 +18,14 @@ from . import config
 from . import profile  # a module that is also the function tritonize.profile(fn, *args)
 from .backend import make_backend, tritonize_backend
 from .config import Options, make_options
-from .errors import CompileError, PrecompiledArtifactError
+from .errors import CompileError, FrozenInputChanged, PrecompiledArtifactError
 from .caching.precompiled import load_precompiled, precompile
 from .fresh_compile import compile_and_run
 from .profile.rows import Profile
 from .report import Report
 from .user_kernels import analyze_kernel, mutated_arguments, read_arguments, wrap_triton
 
-__all__ = ["compile", "explain", "run_and_explain", "profile", "Profile", "config", "Options", "CompileError", "Report",
+__all__ = ["compile", "explain", "run_and_explain", "profile", "Profile", "config", "Options", "CompileError", "FrozenInputChanged", "Report",
            "wrap_triton", "mutated_arguments", "read_arguments", "analyze_kernel", "precompile",
            "load_precompiled", "PrecompiledArtifactError"]
 

@@ -31,6 +31,11 @@ class PrecompiledArtifactError(RuntimeError):
         super().__init__(f"tritonize: precompiled function not usable: {message}")
 
 
+class FrozenInputChanged(RuntimeError):
+    """A parameter or buffer frozen into a compiled graph (options freeze=True) was written or
+    replaced since it was frozen (lower/freezing.py)."""
+
+
 class Unsupported(Exception):
     """A lowering declines these particular arguments: the op runs through aten instead."""
 

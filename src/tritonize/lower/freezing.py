@@ -29,13 +29,11 @@ import dataclasses
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from ..errors import FrozenInputChanged
+
 aten = torch.ops.aten
 BINARY_FOLDS = {aten.mul.Tensor, aten.add.Tensor, aten.sub.Tensor}
 COMMUTATIVE = {aten.mul.Tensor, aten.add.Tensor}
-
-
-class FrozenInputChanged(RuntimeError):
-    """A parameter or buffer frozen into a compiled graph was written or replaced since."""
 
 
 @dataclasses.dataclass
@@ -48,19 +46,31 @@ class FrozenInputs:
     versions: list[int]
     graph: str = ""
 
-    def check(self, args) -> None:
-        """Raise FrozenInputChanged if a frozen input is another tensor or was written since."""
-        for position, tensor, version in zip(self.positions, self.tensors, self.versions):
-            arg = args[position]
-            if arg._version != version or arg.data_ptr() != tensor.data_ptr():
-                self._changed(position)
+    def __post_init__(self):
+        self._first_change = _change_finder(self.positions, self.tensors, self.versions)
 
-    def _changed(self, position: int):
-        name = self.names[self.positions.index(position)]
-        raise FrozenInputChanged(
-            f"tritonize: {name} changed after {self.graph} froze it (options freeze=True: the weights "
-            f"of a frozen model must not change). Compile the model again (torch._dynamo.reset() "
-            f"first), or compile without freeze.")
+    def check(self, args) -> None:
+        """Raise FrozenInputChanged if a frozen input was written (its version moved) or its
+        memory is another (a replaced tensor, or `.data` swapped)."""
+        changed = self._first_change(args)
+        if changed is not None:
+            raise FrozenInputChanged(
+                f"tritonize: {self.names[changed]} changed after {self.graph} froze it (options freeze=True: "
+                f"the weights of a frozen model must not change). Compile the model again "
+                f"(torch._dynamo.reset() first), or compile without freeze.")
+
+
+def _change_finder(positions, tensors, versions):
+    """A generated function: args -> the index of the first frozen input that changed, or None.
+    One straight-line test per tensor (two attribute reads): the per-call cost of the contract."""
+    pointers = [t.data_ptr() for t in tensors]
+    lines = ["def first_change(args):"]
+    lines += [f"    if args[{p}]._version != {v} or args[{p}].data_ptr() != {ptr}:\n        return {k}"
+              for k, (p, v, ptr) in enumerate(zip(positions, versions, pointers))]
+    lines.append("    return None")
+    namespace: dict = {}
+    exec(compile("\n".join(lines) + "\n", "<tritonize frozen inputs>", "exec"), namespace)
+    return namespace["first_change"]
 
 
 def frozen_candidates(gm: torch.fx.GraphModule, example_inputs) -> dict[int, tuple[str, torch.Tensor]]:
