@@ -71,6 +71,39 @@ def test_channels_last_convolutions_get_their_weights_converted_once():
     assert "2 convolution weights stored channels-last" in " ".join(graph.notes)
 
 
+class MobileBlock(nn.Module):
+    """Depthwise 3x3 conv, batch norm, SiLU, squeeze-and-excitation, pointwise conv, batch norm,
+    residual: grouped convolutions fold per output channel too."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.depthwise = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        self.norm1, self.norm2 = nn.BatchNorm2d(channels), nn.BatchNorm2d(channels)
+        self.squeeze, self.excite = nn.Conv2d(channels, 4, 1), nn.Conv2d(4, channels, 1)
+        self.pointwise = nn.Conv2d(channels, channels, 1, bias=False)
+
+    def forward(self, x):
+        h = nn.functional.silu(self.norm1(self.depthwise(x)))
+        scale = self.excite(self.squeeze(h.mean((2, 3), keepdim=True)).relu()).sigmoid()
+        return x + self.norm2(self.pointwise(h * scale))
+
+
+def test_depthwise_and_squeeze_excitation_blocks_fold_and_match_eager():
+    torch.manual_seed(1)
+    model = nn.Sequential(MobileBlock(), MobileBlock()).eval().to(DEVICE)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-1, 1)
+                module.running_var.uniform_(0.5, 2)
+    x = torch.randn(3, 8, 7, 7, device=DEVICE)
+    frozen, recorder = compile_frozen(model)
+    with torch.no_grad():
+        assert_same(frozen(x), model(x))
+    notes = " ".join(graphs(recorder)[0].notes)
+    assert "16 folded into convolutions" in notes  # the four batch norms, four steps each
+
+
 def test_a_weight_written_in_place_after_freezing_raises_naming_it():
     model = conv_net()
     x = torch.randn(2, 3, 8, 8, device=DEVICE)
