@@ -26,7 +26,7 @@ BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
 KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
                               "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced", "tritonize-freeze",
-                              "inductor-freeze")
+                              "inductor-freeze", "tritonize-dwgen")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -38,6 +38,7 @@ TRITONIZE_VARIANTS = {
     "tritonize-traced": {"conv_layout": "as_traced"},
     "tritonize-savefwd": {"partitioner": "default"},
     "tritonize-freeze": {"freeze": True},  # frozen inference (lower/freezing.py)
+    "tritonize-dwgen": {"depthwise_conv": "generated"},  # depthwise convolutions generated (lower/depthwise.py)
 }
 
 
@@ -62,7 +63,8 @@ def build_backend(name, fn):
     ("-dynamic": dynamic=True; "-ro": mode="reduce-overhead"; "-savefwd": options partitioner="default", AOTAutograd's default partition that saves what the
     forward computed, where tritonize's default is the min-cut partitioner; "-nhwc" / "-traced":
     options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph;
-    "-freeze": frozen inference, tritonize's option freeze or Inductor's config freezing)."""
+    "-freeze": frozen inference, tritonize's option freeze or Inductor's config freezing;
+    "-dwgen": depthwise convolutions as generated kernels)."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:

@@ -15,6 +15,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 | conv_layout | "auto", "as_traced", "channels_last" | "auto"   | "channels_last": 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides. "auto": channels-last for inference graphs with fp16/bf16 convolutions on CUDA, as traced otherwise (the decision is a note in explain()) |
+| depthwise_conv | "library", "generated" | "library"          | depthwise 2-D convolutions: aten's (cuDNN) call, or a generated kernel that fuses what follows (lower/depthwise.py) |
 | freeze      | bool                      | False                  | inference: the model's parameters and buffers are constants (their weights must not change; a changed one raises FrozenInputChanged): computations of weights alone run once at compile time, batch norms fold into the convolutions before them (lower/freezing.py) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
@@ -33,6 +34,7 @@ FALLBACKS = ("error", "eager")
 CAPTURES = ("cuda", "fake")
 PARTITIONERS = ("default", "min_cut")
 CONV_LAYOUTS = ("auto", "as_traced", "channels_last")
+DEPTHWISE_CONVS = ("library", "generated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Options:
     partitioner: str = "min_cut"
     conv_layout: str = "auto"
     freeze: bool = False
+    depthwise_conv: str = "library"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -58,6 +61,8 @@ class Options:
             raise ValueError(f"tritonize: unknown partitioner {self.partitioner!r}; expected one of {PARTITIONERS}")
         if self.conv_layout not in CONV_LAYOUTS:
             raise ValueError(f"tritonize: unknown conv_layout {self.conv_layout!r}; expected one of {CONV_LAYOUTS}")
+        if self.depthwise_conv not in DEPTHWISE_CONVS:
+            raise ValueError(f"tritonize: unknown depthwise_conv {self.depthwise_conv!r}; expected one of {DEPTHWISE_CONVS}")
         if self.cudagraph_capture not in CAPTURES:
             raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
                              f"expected one of {CAPTURES}")
@@ -90,7 +95,7 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
 def code_options(options: Options) -> list:
     """The options that change the generated code: part of every cache key."""
     return [options.mode, options.fallback, options.fallback_random, options.partitioner, options.conv_layout,
-            options.freeze]
+            options.freeze, options.depthwise_conv]
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from ..ir.nodes import (
     strided_view_of,
 )
 from . import (  # noqa: F401  (registers lowerings)
-    creation, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, scatter_reduce,
+    creation, depthwise, indexing, movement, pointwise, pooling, random, reductions, scans, scatter, scatter_reduce,
     special, symbolic, unbacked, user_kernel, views,
 )
 from ..ir.sizes import (
@@ -177,7 +177,7 @@ def _lower_call(ctx, node, env):
         container, index = node.args
         return env[container][index]
     args, kwargs = _arguments(node, env)
-    extern = is_extern(node.target, ctx.options)
+    extern = is_extern(node.target, ctx.options) and not depthwise.generates(node, ctx.options)
     lowering = None if extern else find_lowering(node.target)
     reason = "no lowering" if lowering is None and not extern else ""
     unsupported = _unsupported_dtype(node)

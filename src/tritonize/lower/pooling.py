@@ -179,14 +179,14 @@ def _sub(a: ex.Expr, b: ex.Expr) -> ex.Expr:
     return ex.op("sub", a, b, dtype=a.dtype)
 
 
-def _all(checks: list):
+def all_of(checks: list):
     mask = None
     for check in checks:
         mask = check if mask is None else ex.op("logical_and", mask, check, dtype=torch.bool)
     return mask
 
 
-def _axes(op: str, x_size, out_size, kernel_size, stride, padding, dilation=1) -> tuple[Axis, Axis]:
+def window_axes(op: str, x_size, out_size, kernel_size, stride, padding, dilation=1) -> tuple[Axis, Axis]:
     if len(x_size) not in (3, 4):
         raise Unsupported(f"{op} of a {len(x_size)}-D input")
     kernel = _pair(kernel_size, "kernel_size", op)
@@ -204,7 +204,7 @@ def _require_small_window(op: str, axes) -> None:
                           "(the unrolled expression would be too large)")
 
 
-def _taps(axes, oh, ow):
+def window_taps(axes, oh, ow):
     """(h, w, checks) for every tap of output (oh, ow), row-major."""
     ah, aw = axes
     for i in range(ah.kernel):
@@ -216,7 +216,7 @@ def _lowest(dtype: torch.dtype):
     return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
 
 
-def _add(total, term):
+def add_to(total, term):
     return term if total is None else ex.op("add", total, term, dtype=term.dtype)
 
 
@@ -227,7 +227,7 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
                                   ceil_mode=False):
     values_meta, indices_meta = meta_value(node)
     out_size = static_size(values_meta.shape)
-    axes = _axes("max_pool2d", x.size, out_size[-2:], kernel_size, stride, padding, dilation)
+    axes = window_axes("max_pool2d", x.size, out_size[-2:], kernel_size, stride, padding, dilation)
     _require_small_window("max_pool2d", axes)
     out = dim_vars(len(out_size))
     lead, oh, ow = out[:-2], out[-2], out[-1]
@@ -237,13 +237,13 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
     best = lowest
     index = ex.op("add", ex.op("mul", axes[0].first_tap(oh), ex.constant(width, I64), dtype=I64),
                   axes[1].first_tap(ow), dtype=I64)
-    for h, w, checks in _taps(axes, oh, ow):
+    for h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at(lead + [h, w]), compute)
         position = ex.index_expr(h * width + w, I64)
         if best is lowest and not checks:  # the first tap, always inside: start with it
             best, index = value, position
             continue
-        mask = _all(checks)
+        mask = all_of(checks)
         candidate = value if mask is None else ex.masked(mask, value, _lowest(compute))
         take = ex.op("gt", candidate, best, dtype=torch.bool)
         if compute.is_floating_point:
@@ -276,16 +276,16 @@ def _shared_outputs(ctx, node, values: tuple) -> tuple:
 def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
                      count_include_pad=True, divisor_override=None):
     out_size, out_dtype, device = output_of(node)
-    axes = _axes("avg_pool2d", x.size, out_size[-2:], kernel_size, stride, padding)
+    axes = window_axes("avg_pool2d", x.size, out_size[-2:], kernel_size, stride, padding)
     _require_small_window("avg_pool2d", axes)
     out = dim_vars(len(out_size))
     lead, oh, ow = out[:-2], out[-2], out[-1]
     compute = upcast(x.dtype)
     total = None
-    for h, w, checks in _taps(axes, oh, ow):
+    for h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at(lead + [h, w]), compute)
-        mask = _all(checks)
-        total = _add(total, value if mask is None else ex.masked(mask, value, 0))
+        mask = all_of(checks)
+        total = add_to(total, value if mask is None else ex.masked(mask, value, 0))
     divisor = _divisor(axes, oh, ow, count_include_pad, divisor_override)
     body = _divide(total, divisor)
     return TensorValue(out_size, out_dtype, device, ex.to_dtype(body, out_dtype))
@@ -326,18 +326,18 @@ def lower_avg_pool2d_backward(ctx, node, grad, x, kernel_size, stride, padding, 
     size, out_dtype, device = output_of(node)
     if not grad.dtype.is_floating_point:
         raise Unsupported(f"avg_pool2d_backward of a {grad.dtype} gradient")
-    axes = _axes("avg_pool2d_backward", x.size, grad.size[-2:], kernel_size, stride, padding)
+    axes = window_axes("avg_pool2d_backward", x.size, grad.size[-2:], kernel_size, stride, padding)
     dims = dim_vars(len(size))
     lead, h, w = dims[:-2], dims[-2], dims[-1]
     compute = upcast(grad.dtype)
     total = None
     for oh, ow, checks in _covering_windows("avg_pool2d_backward", axes, h, w, exact=True):
         divisor = _divisor(axes, oh, ow, count_include_pad, divisor_override)
-        mask = _all(checks)
+        mask = all_of(checks)
         if mask is not None and isinstance(divisor, ex.Expr):  # no 0/0 where the mask is off
             divisor = ex.op("maximum", divisor, ex.constant(1, I64), dtype=I64)
         share = _divide(ex.to_dtype(grad.at(lead + [oh, ow]), compute), divisor)
-        total = _add(total, share if mask is None else ex.masked(mask, share, 0))
+        total = add_to(total, share if mask is None else ex.masked(mask, share, 0))
     return TensorValue(size, out_dtype, device, ex.to_dtype(total, out_dtype))
 
 
@@ -346,7 +346,7 @@ def lower_max_pool2d_with_indices_backward(ctx, node, grad, x, kernel_size, stri
                                            ceil_mode, indices):
     size, out_dtype, device = output_of(node)
     op = "max_pool2d_with_indices_backward"
-    axes = _axes(op, x.size, grad.size[-2:], kernel_size, stride, padding, dilation)
+    axes = window_axes(op, x.size, grad.size[-2:], kernel_size, stride, padding, dilation)
     dims = dim_vars(len(size))
     lead, h, w = dims[:-2], dims[-2], dims[-1]
     compute = upcast(grad.dtype)
@@ -356,8 +356,8 @@ def lower_max_pool2d_with_indices_backward(ctx, node, grad, x, kernel_size, stri
     for oh, ow, checks in _covering_windows(op, axes, h, w, exact=False):
         hit = ex.op("eq", ex.to_dtype(indices.at(lead + [oh, ow]), I64), here, dtype=torch.bool)
         share = ex.op("where", hit, ex.to_dtype(grad.at(lead + [oh, ow]), compute), zero, dtype=compute)
-        mask = _all(checks)
-        total = _add(total, share if mask is None else ex.masked(mask, share, 0))
+        mask = all_of(checks)
+        total = add_to(total, share if mask is None else ex.masked(mask, share, 0))
     if total is None:
         total = zero
     return TensorValue(size, out_dtype, device, ex.to_dtype(total, out_dtype))

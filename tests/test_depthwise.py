@@ -1,0 +1,109 @@
+"""Depthwise convolutions as generated kernels (option depthwise_conv="generated",
+lower/depthwise.py): values and strides as eager's, the batch norm and activation after them in
+the same kernel, other convolutions left to aten."""
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same
+
+from conftest import DEVICE
+from tritonize.backend import make_backend
+from tritonize.config import make_options
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+def compile_generated(model, layout="as_traced", **kwargs):
+    recorder = []
+    options = make_options(depthwise_conv="generated", conv_layout=layout)
+    return torch.compile(model, backend=make_backend(options, recorder=recorder), **kwargs), recorder
+
+
+def graphs(recorder) -> list:
+    return [r for r in recorder if r != "graph"]
+
+
+def depthwise_block(kernel, stride, padding, dilation, bias, channels=6, dtype=torch.float32):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(channels, channels, kernel, stride, padding, dilation, groups=channels, bias=bias)
+    norm = nn.BatchNorm2d(channels)
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1)
+        norm.running_var.uniform_(0.5, 2)
+    return nn.Sequential(conv, norm, nn.SiLU()).eval().to(device=DEVICE, dtype=dtype)
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation,bias", [
+    (3, 1, 1, 1, False), (3, 2, 1, 1, True), (5, 2, 2, 1, False), (7, 1, 3, 1, True), (3, 1, 0, 2, False),
+    ((3, 5), (1, 2), (1, 0), 1, True),
+])
+@pytest.mark.parametrize("layout", ["as_traced", "channels_last"])
+def test_a_depthwise_convolution_and_what_follows_are_one_kernel(kernel, stride, padding, dilation, bias, layout):
+    model = depthwise_block(kernel, stride, padding, dilation, bias)
+    x = torch.randn(2, 6, 11, 9, device=DEVICE)
+    saved = x.clone()
+    compiled, recorder = compile_generated(model, layout)
+    with torch.no_grad():
+        actual, expected = compiled(x), model(x)
+    assert_same(actual, expected)
+    assert actual.stride() == expected.stride()
+    assert_same(x, saved)
+    (graph,) = graphs(recorder)
+    assert len(graph.kernels) == 1 and not graph.externs and not graph.fallbacks
+
+
+def test_half_precision_accumulates_in_float32():
+    model = depthwise_block(5, 1, 2, 1, True, dtype=torch.bfloat16)
+    x = torch.randn(2, 6, 8, 8, device=DEVICE, dtype=torch.bfloat16)
+    compiled, _ = compile_generated(model)
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+
+
+class ConvNextBlock(nn.Module):
+    """7x7 depthwise convolution, layer norm over channels (permute, norm, permute back), MLP."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim)
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        h = self.norm(self.dwconv(x).permute(0, 2, 3, 1))
+        return x + self.down(F.gelu(self.up(h))).permute(0, 3, 1, 2)
+
+
+def test_a_convnext_block_matches_eager_in_inference_and_training():
+    torch.manual_seed(0)
+    model, reference = ConvNextBlock().to(DEVICE), ConvNextBlock().to(DEVICE)
+    reference.load_state_dict(model.state_dict())
+    compiled, recorder = compile_generated(model)
+    x = torch.randn(2, 8, 9, 9, device=DEVICE)
+    with torch.no_grad():
+        assert_same(compiled(x), reference(x))
+    assert not [e for g in graphs(recorder) for e in g.externs if "convolution" in e]
+    compiled(x).square().sum().backward()  # the backward's convolution_backward stays aten's
+    reference(x).square().sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_other_convolutions_and_symbolic_sizes_stay_library_calls():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, groups=2), nn.Conv2d(8, 8, 3, groups=8)).eval().to(DEVICE)
+    compiled, recorder = compile_generated(model, dynamic=True)
+    with torch.no_grad():
+        for size in (7, 10):
+            x = torch.randn(2, 4, size, size, device=DEVICE)
+            assert_same(compiled(x), model(x))
+    for graph in graphs(recorder):
+        assert not graph.fallbacks
+        assert [e for e in graph.externs if "convolution" in e]  # grouped, and depthwise of symbolic size
+
+
+def test_the_option_is_checked():
+    with pytest.raises(ValueError, match="depthwise_conv"):
+        make_options(depthwise_conv="triton")
