@@ -189,3 +189,16 @@ def test_freeze_is_part_of_the_code_options():
     from tritonize.config import code_options
 
     assert code_options(make_options(freeze=True)) != code_options(make_options())
+
+
+def test_folded_weights_are_static_constants_a_generated_depthwise_convolution_takes():
+    """The folded weight's fake value has static sizes (not new symbols of the ShapeEnv), so the
+    depthwise convolution after folding is still generated (lower/depthwise.py)."""
+    torch.manual_seed(1)
+    model = MobileBlock().eval().to(DEVICE)
+    x = torch.randn(2, 8, 7, 7, device=DEVICE)
+    frozen, recorder = compile_frozen(model, options={"depthwise_conv": "generated"})
+    with torch.no_grad():
+        assert_same(frozen(x), model(x))
+    (graph,) = graphs(recorder)
+    assert len([e for e in graph.externs if "convolution" in e]) == 3  # the three 1x1 convolutions

@@ -357,7 +357,7 @@ def _constant_node(gm, conv, value, constants, role: str):
     gm.register_buffer(name, value, persistent=False)
     with gm.graph.inserting_before(conv):
         node = gm.graph.get_attr(name)
-    node.meta["val"] = conv.meta["val"].fake_mode.from_tensor(value)  # the graph's own fake mode
+    node.meta["val"] = conv.meta["val"].fake_mode.from_tensor(value, static_shapes=True)  # a constant: no symbols
     constants[node] = value
     return node
 
