@@ -9,6 +9,7 @@
 #              depthwise convolutions generated (tritonize-dwgen)
 #   freeze     the convnets, inference: frozen (tritonize-freeze, Inductor's freezing) and depthwise
 #              convolutions generated (tritonize-dwgen), against eager, Inductor and tritonize
+#   sweep      depthwise convolution + batch norm + SiLU per shape: cuDNN against the generated kernel
 #   profile    resnet50 inference, top kernels as traced and channels-last (layout conversions)
 source "$(dirname "$0")/gpu_env.sh"
 MODELS=${MODELS:-resnet50,mobilenetv3,vit,convnext,efficientnet}
@@ -27,8 +28,10 @@ case "${1:-}" in
         timeout 590 python3 bench/models.py --mode inference --models "$MODELS" --skip-warm \
             --backends eager,inductor,inductor-freeze,tritonize,tritonize-freeze,tritonize-dwgen \
             --markdown "$OUT/layout_freeze.md" 2>&1 | quiet | tail -40 ;;
+    sweep)
+        timeout 590 python3 bench/depthwise_sweep.py --markdown "$OUT/depthwise_sweep.md" 2>&1 | quiet | tail -24 ;;
     profile)
         timeout 400 python3 bench/profile_model.py --model "${2:-resnet50}" --backends tritonize-traced,tritonize-nhwc --top 15 \
             2>&1 | quiet ;;
-    *) echo "usage: bash bench/layout_gpu.sh inference|training|kernels|freeze|profile [model]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/layout_gpu.sh inference|training|kernels|freeze|sweep|profile [model]" >&2; exit 2 ;;
 esac

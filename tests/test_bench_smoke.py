@@ -314,3 +314,15 @@ def test_distributed_bench_counts_the_overlapped_share_of_communication():
                (50, 60, "triton_poi_fused_add_0")]
     assert distributed.communication_figures(kernels, steps=1) == (0.025, 0.02, 0.25)
     assert distributed.communication_figures(kernels[1:2], steps=1) == (0.015, 0.0, None)
+
+
+def test_depthwise_sweep_runs_on_cpu():
+    """bench/depthwise_sweep.py --small: a row per shape with a time for every back end."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    command = [sys.executable, os.path.join(REPO, "bench", "depthwise_sweep.py"), "--device", "cpu", "--small",
+               "--rounds", "1"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("row: ")]
+    assert len(rows) == 2 and all(len(r) == 11 for r in rows), result.stdout
+    assert all(float(cell) > 0 for r in rows for cell in r[5:9]), result.stdout
