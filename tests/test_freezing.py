@@ -203,3 +203,24 @@ def test_folded_weights_are_static_constants_a_generated_depthwise_convolution_t
         assert_same(frozen(x), model(x))
     (graph,) = graphs(recorder)
     assert len([e for e in graph.externs if "convolution" in e]) == 3  # the three 1x1 convolutions
+
+
+class ReturnsWeights(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x), self.linear.weight * 2, self.linear.weight.t()
+
+
+def test_an_output_computed_from_weights_alone_is_a_new_tensor_at_every_call():
+    model = ReturnsWeights().to(DEVICE)
+    frozen, _ = compile_frozen(model)
+    x = torch.randn(3, 4, device=DEVICE)
+    with torch.no_grad():
+        _, doubled, _ = frozen(x)
+        doubled.add_(100)  # the caller writes into its output
+        assert_same(frozen(x), model(x))
+        transposed = frozen(x)[2]
+        assert transposed._base is not None or transposed.data_ptr() == model.linear.weight.data_ptr()

@@ -114,6 +114,7 @@ def freeze_graph(gm: torch.fx.GraphModule, candidates: dict, inputs: int, graph:
         folded = _fold_constants(gm, constants)
         convolutions = _fold_into_convolutions(gm, constants)
         converted = _weights_channels_last(gm, constants) if channels_last else 0
+    _fresh_outputs(gm)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     tensors = [candidates[p][1] for p in positions]
@@ -123,6 +124,20 @@ def freeze_graph(gm: torch.fx.GraphModule, candidates: dict, inputs: int, graph:
             f"once at compile time, {convolutions} folded into convolutions"
             + (f", {converted} convolution weights stored channels-last" if converted else ""))
     return FreezeResult(frozen, note)
+
+
+def _fresh_outputs(gm: torch.fx.GraphModule) -> None:
+    """A graph output that became a folded constant is returned as a copy: eager returns a new
+    tensor at every call, and a caller writing into it must not change the constant the next
+    call returns. (A frozen input returned as it is stays an alias of the input: AOTAutograd
+    returns the input itself.)"""
+    output = gm.graph.output_node()
+    folded = {n for n in output.all_input_nodes if n.op == "get_attr" and n.target.startswith("_folded_")}
+    for node in folded:
+        with gm.graph.inserting_before(output):
+            copy = gm.graph.call_function(aten.clone.default, (node,))
+        copy.meta.update(node.meta)
+        output.replace_input_with(node, copy)
 
 
 def _mutated_inputs() -> set[int]:
