@@ -238,7 +238,11 @@ def run_setup(setup: str, backends: list, shape: dict, device: torch.device, arg
         if backend in failures:
             rows.append([setup, backend, world, "-", "-", "-", "-", failures[backend]])
             continue
-        busy, comm_ms, overlap = overlap_of(steps[backend], device, top=args.profile_top, title=f"{setup} {backend}")
+        try:
+            busy, comm_ms, overlap = overlap_of(steps[backend], device, top=args.profile_top, title=f"{setup} {backend}")
+        except Exception as exc:  # noqa: BLE001  (the profile's failure is a note; the time stands)
+            rows.append([setup, backend, world, best[backend], "-", "-", "-", common.describe_error(exc)])
+            continue
         rows.append([setup, backend, world, best[backend], busy if busy is not None else "-",
                      comm_ms if comm_ms is not None else "-", f"{overlap:.0%}" if overlap is not None else "-", ""])
     return rows

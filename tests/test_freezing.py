@@ -116,15 +116,23 @@ def test_a_weight_written_in_place_after_freezing_raises_naming_it():
             frozen(x)
 
 
-def test_a_replaced_buffer_after_freezing_raises():
-    model = conv_net()
-    x = torch.randn(2, 3, 8, 8, device=DEVICE)
-    frozen, _ = compile_frozen(model)
+def test_a_replaced_buffer_or_another_instance_compiles_again():
+    """Dynamo guards each frozen tensor's identity: a new tensor (a replaced buffer, the
+    parameters of another instance of the class) is a new compile, frozen with its own values."""
+    model, other = conv_net(), conv_net()
     with torch.no_grad():
-        frozen(x)
-        model[1].running_var = torch.ones(8, device=DEVICE)  # a new tensor, version 0
-        with pytest.raises(FrozenInputChanged, match=r"_buffers\['running_var'\]"):
-            frozen(x)
+        other[3].weight.mul_(-1)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    recorder = []
+    backend = make_backend(make_options(freeze=True), recorder=recorder)
+    compiled, compiled_other = torch.compile(model, backend=backend), torch.compile(other, backend=backend)
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+        assert_same(compiled_other(x), other(x))
+        model[1].running_var = torch.full((8,), 3.0, device=DEVICE)  # a new tensor
+        assert_same(compiled(x), model(x))
+        assert_same(compiled_other(x), other(x))
+    assert len(graphs(recorder)) == 3
 
 
 def test_a_weight_whose_data_was_swapped_after_freezing_raises():
@@ -224,3 +232,71 @@ def test_an_output_computed_from_weights_alone_is_a_new_tensor_at_every_call():
         assert_same(frozen(x), model(x))
         transposed = frozen(x)[2]
         assert transposed._base is not None or transposed.data_ptr() == model.linear.weight.data_ptr()
+
+
+def test_frozen_inputs_need_no_size_assert_each_call():
+    model = conv_net()
+    frozen, recorder = compile_frozen(model, options={"conv_layout": "as_traced"})
+    with torch.no_grad():
+        frozen(torch.randn(2, 3, 8, 8, device=DEVICE))
+    (graph,) = graphs(recorder)
+    call = graph.wrapper[graph.wrapper.index("def call("):]
+    assert call.count("assert_size_stride(") == 1  # the image; the 13 frozen weights are constants now
+
+
+class ChannelBroadcast(nn.Module):
+    """A one-channel convolution times a (1, 3, 1, 1) parameter: the product has more channels
+    than the convolution, so it is not a per-channel fold."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 1, 1)
+        self.scale = nn.Parameter(torch.randn(1, 3, 1, 1))
+
+    def forward(self, x):
+        return self.conv(x) * self.scale
+
+
+def test_a_constant_that_broadcasts_the_channels_up_is_left_as_a_product():
+    model = ChannelBroadcast().eval().to(DEVICE)
+    frozen, recorder = compile_frozen(model)
+    x = torch.randn(2, 2, 4, 4, device=DEVICE)
+    with torch.no_grad():
+        assert_same(frozen(x), model(x))
+    assert "0 folded into convolutions" in " ".join(graphs(recorder)[0].notes)
+
+
+def test_a_model_made_under_inference_mode_freezes():
+    with torch.inference_mode():
+        model = conv_net()
+    frozen, recorder = compile_frozen(model)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    with torch.no_grad():
+        assert_same(frozen(x), model(x))
+    assert "inference-mode tensors" in " ".join(graphs(recorder)[0].notes)
+
+
+class ScaledConv(nn.Module):
+    def __init__(self, dtype, weight: float, scale: float, shift: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((1, 1, 1, 1), weight, dtype=dtype))
+        self.scale, self.shift = scale, shift
+
+    def forward(self, x):
+        return (F_conv(x, self.weight).float() * self.scale - self.shift).to(x.dtype)
+
+
+def F_conv(x, weight):
+    return torch.nn.functional.conv2d(x, weight)
+
+
+@pytest.mark.parametrize("dtype,weight,scale,shift", [
+    (torch.bfloat16, 100.0, 1.003, 0.0),  # the scale must not be rounded to bf16 (1.0) first
+    (torch.float16, 1.0, 1e5, 99990.0),  # folded, W' = 1e5 overflows fp16: left unfolded
+])
+def test_python_number_steps_fold_exactly_or_not_at_all(dtype, weight, scale, shift):
+    model = ScaledConv(dtype, weight, scale, shift).to(DEVICE)
+    frozen, _ = compile_frozen(model)
+    x = torch.ones(1, 1, 2, 2, device=DEVICE, dtype=dtype)
+    with torch.no_grad():
+        assert_same(frozen(x), model(x), atol=0, rtol=0)  # 100.5 both ways (100.0 with 1.003 as bf16)

@@ -42,6 +42,12 @@ def test_names_the_wrapper_already_uses_are_not_taken():
     assert lines[-1] == "    k(size0, size_0, size_1, size_1, size_2, size_2)"
 
 
+def test_text_before_an_expression_may_hold_any_letter_and_numbers_alone_stay():
+    lines = hoisted(['    a = tag(x, "é", s0 * s1, dim=-1)', '    b = tag(x, "ü", s0 * s1, dim=-1)'])
+    assert lines[len(HEAD)] == "    size0 = s0 * s1"
+    assert lines[len(HEAD) + 1:] == ['    a = tag(x, "é", size0, dim=-1)', '    b = tag(x, "ü", size0, dim=-1)']
+
+
 def test_a_static_wrapper_is_unchanged():
     body = ["    buf0 = empty_strided((6, 64), (64, 1))", "    k(buf0, 6 * 64, 6 * 64)"]
     assert hoist_size_expressions(HEAD[:2] + body, 2, set()) == HEAD[:2] + body

@@ -62,8 +62,9 @@ def _expressions(lines: list[str], first_body_line: int, symbols: set[str]) -> l
         tree = _parse_line(lines[row])
         if tree is None:
             continue
+        text = lines[row].strip()
         indent = len(lines[row]) - len(lines[row].lstrip())
-        _collect(tree, symbols, indent, row, found)
+        _collect(tree, symbols, text, indent, row, found)
     return found
 
 
@@ -75,12 +76,20 @@ def _parse_line(line: str):
         return None
 
 
-def _collect(node, symbols: set[str], indent: int, row: int, found: list) -> None:
-    if _is_size_expression(node, symbols) and isinstance(node, ARITHMETIC + (ast.Call,)):
-        found.append((row, indent + node.col_offset, indent + node.end_col_offset, ast.unparse(node)))
+def _collect(node, symbols: set[str], text: str, indent: int, row: int, found: list) -> None:
+    if (isinstance(node, ARITHMETIC + (ast.Call,)) and _is_size_expression(node, symbols)
+            and any(isinstance(n, ast.Name) and n.id in symbols for n in ast.walk(node))):  # not `-1`
+        start, end = _column(text, node.col_offset), _column(text, node.end_col_offset)
+        found.append((row, indent + start, indent + end, ast.unparse(node)))
         return
     for child in ast.iter_child_nodes(node):
-        _collect(child, symbols, indent, row, found)
+        _collect(child, symbols, text, indent, row, found)
+
+
+def _column(text: str, byte_offset: int) -> int:
+    """The character index of a UTF-8 byte offset (the parser's columns are in bytes: a string
+    argument with an accented letter shifts everything after it)."""
+    return len(text.encode()[:byte_offset].decode())
 
 
 def _is_size_expression(node, symbols: set[str]) -> bool:

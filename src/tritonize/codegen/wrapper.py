@@ -13,6 +13,7 @@ the loader fills in.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import sympy
 import torch
@@ -234,8 +235,20 @@ def _render_call(writer: WrapperWriter, graph: GraphIR, steps: list, kernels: di
     outs = ", ".join(writer.value_text(o.view) if o.view is not None else writer.value_text(o.value)
                      for o in graph.outputs)
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
+    lines = _without_asserts_of_unread_inputs(lines, [b.name for b in graph.inputs])
     # each size expression used more than once is computed once a call, after the symbols
     return hoist_size_expressions(lines, symbols_bound, {str(s) for s in graph.symbol_sources})
+
+
+def _without_asserts_of_unread_inputs(lines: list[str], names: list[str]) -> list[str]:
+    """Drop the size assert of an input nothing in the call reads (a weight frozen into
+    constants, lower/freezing.py): nothing assumes its layout, and it costs a call per input."""
+    body = [line for line in lines if not line.lstrip().startswith(("assert_size_stride(", "del "))
+            and not line.rstrip().endswith("= args")]
+    text = "\n".join(body)
+    unread = {n for n in names if not re.search(rf"\b{re.escape(n)}\b", text)}
+    return [line for line in lines
+            if not any(line.lstrip().startswith(f"assert_size_stride({n}, ") for n in unread)]
 
 
 def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, memory: MemoryPlan) -> list[str]:

@@ -56,34 +56,54 @@ class FrozenInputs:
         if changed is not None:
             raise FrozenInputChanged(
                 f"tritonize: {self.names[changed]} changed after {self.graph} froze it (options freeze=True: "
-                f"the weights of a frozen model must not change). Compile the model again "
-                f"(torch._dynamo.reset() first), or compile without freeze.")
+                f"the weights and buffers of a frozen model must not change; a buffer the model itself "
+                f"writes in another graph, after a graph break, cannot be frozen). Compile the model "
+                f"again (torch._dynamo.reset() first), or compile without freeze.")
 
 
 def _change_finder(positions, tensors, versions):
     """A generated function: args -> the index of the first frozen input that changed, or None.
-    One straight-line test per tensor (two attribute reads): the per-call cost of the contract."""
+    One straight-line test per tensor (two attribute reads): the per-call cost of the contract.
+    An inference-mode tensor has no version counter: only its memory is compared."""
     pointers = [t.data_ptr() for t in tensors]
     lines = ["def first_change(args):"]
-    lines += [f"    if args[{p}]._version != {v} or args[{p}].data_ptr() != {ptr}:\n        return {k}"
-              for k, (p, v, ptr) in enumerate(zip(positions, versions, pointers))]
+    lines += [f"    if {'' if v is None else f'args[{p}]._version != {v} or '}args[{p}].data_ptr() != {ptr}:\n"
+              f"        return {k}" for k, (p, v, ptr) in enumerate(zip(positions, versions, pointers))]
     lines.append("    return None")
     namespace: dict = {}
     exec(compile("\n".join(lines) + "\n", "<tritonize frozen inputs>", "exec"), namespace)
     return namespace["first_change"]
 
 
-def frozen_candidates(gm: torch.fx.GraphModule, example_inputs) -> dict[int, tuple[str, torch.Tensor]]:
-    """{input position: (source, tensor)} of the Dynamo graph's parameter and buffer inputs."""
+def frozen_candidates(gm: torch.fx.GraphModule, example_inputs) -> dict[int, tuple]:
+    """{input position: (source name, tensor, Dynamo source or None)} of the Dynamo graph's
+    parameter and buffer inputs."""
     found = {}
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     for position, (node, example) in enumerate(zip(placeholders, example_inputs)):
         grapharg = node.meta.get("grapharg")
-        source = grapharg.source.name if grapharg is not None and grapharg.source is not None else node.name
-        source = source() if callable(source) else source
-        if isinstance(example, torch.nn.Parameter) or (isinstance(example, torch.Tensor) and "_buffers[" in source):
-            found[position] = (source, example)
+        source = grapharg.source if grapharg is not None else None
+        name = source.name if source is not None else node.name
+        name = name() if callable(name) else name
+        if isinstance(example, torch.nn.Parameter) or (isinstance(example, torch.Tensor) and "_buffers[" in name):
+            found[position] = (name, example, source)
     return found
+
+
+def _guard_identities(candidates: dict, positions: list[int]) -> None:
+    """Dynamo guards each frozen tensor's identity (ID_MATCH on its source): with nn modules
+    inlined, parameters are plain graph inputs, so without it one graph would serve another
+    instance of the module class (a block compiled per layer) with the first one's weights
+    frozen in; with it, Dynamo compiles again for the other instance."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None:
+        return
+    from torch._dynamo.guards import GuardBuilder
+
+    for position in positions:
+        source = candidates[position][2]
+        if source is not None:
+            context.guards_context.dynamo_guards.add(source.make_guard(GuardBuilder.ID_MATCH))
 
 
 @dataclasses.dataclass
@@ -106,6 +126,7 @@ def freeze_graph(gm: torch.fx.GraphModule, candidates: dict, inputs: int, graph:
     positions = [p for p in sorted(candidates) if p not in mutated and _matches(placeholders[p], candidates[p][1])]
     if not positions:
         return FreezeResult(None, "freeze: no parameter or buffer inputs to freeze")
+    _guard_identities(candidates, positions)
     constants = {}
     for position in positions:
         tensor = candidates[position][1]
@@ -118,11 +139,14 @@ def freeze_graph(gm: torch.fx.GraphModule, candidates: dict, inputs: int, graph:
     gm.graph.eliminate_dead_code()
     gm.recompile()
     tensors = [candidates[p][1] for p in positions]
-    frozen = FrozenInputs(positions, [candidates[p][0] for p in positions], tensors,
-                          [t._version for t in tensors], graph)
+    versions = [None if t.is_inference() else t._version for t in tensors]
+    frozen = FrozenInputs(positions, [candidates[p][0] for p in positions], tensors, versions, graph)
+    unversioned = versions.count(None)
     note = (f"freeze: {len(positions)} parameter and buffer inputs frozen, {folded} operations computed "
             f"once at compile time, {convolutions} folded into convolutions"
-            + (f", {converted} convolution weights stored channels-last" if converted else ""))
+            + (f", {converted} convolution weights stored channels-last" if converted else "")
+            + (f"; {unversioned} are inference-mode tensors, whose in-place writes cannot be detected"
+               if unversioned else ""))
     return FreezeResult(frozen, note)
 
 
@@ -271,6 +295,8 @@ def _fold_chain(gm, conv: torch.fx.Node, constants: dict) -> int:
     steps = steps[:steps.index(last) + 1]
     new_weight, new_bias = _folded_parameters(constants[weight], constants[bias] if bias is not None else None,
                                               *folded)
+    if not _finite_like(new_weight, constants[weight]) or (new_bias is not None and not bool(new_bias.isfinite().all())):
+        return 0  # the folded weight or bias overflows its dtype (fp16): the chain stays as it is
     conv.args = (x, _constant_node(gm, conv, new_weight, constants, "weight"),
                  _constant_node(gm, conv, new_bias, constants, "bias"), stride, padding, dilation, transposed,
                  output_padding, groups)
@@ -294,6 +320,11 @@ def _weights_channels_last(gm, constants: dict) -> int:
         conv.args = tuple(args)
         converted += 1
     return converted
+
+
+def _finite_like(folded: torch.Tensor, original: torch.Tensor) -> bool:
+    """No value became infinite or NaN by folding (where the original was finite)."""
+    return bool((folded.isfinite() | ~original.isfinite()).all())
 
 
 def _conversion_to(node: torch.fx.Node):
@@ -354,14 +385,14 @@ def _per_channel(operand, constants, conv: torch.fx.Node) -> torch.Tensor | None
     along another dim (or broadcasts the result to a larger shape)."""
     out = conv.meta["val"]
     channels = out.shape[1]
-    if isinstance(operand, (int, float)):
-        return torch.full((channels,), operand, dtype=out.dtype, device=out.device)
+    if isinstance(operand, (int, float)):  # a Python number: exact (float64), never the conv's dtype
+        return torch.full((channels,), operand, dtype=torch.float64, device=out.device)
     value = constants[operand]
     if value.dim() > out.dim():
         return None
     shape = [1] * (out.dim() - value.dim()) + list(value.shape)
-    if any(s != 1 for k, s in enumerate(shape) if k != 1):
-        return None
+    if any(s != 1 for k, s in enumerate(shape) if k != 1) or shape[1] not in (1, channels):
+        return None  # varies along another dim, or broadcasts the result to more channels
     return value.reshape(shape).expand(*([1, channels] + [1] * (out.dim() - 2))).reshape(channels)
 
 
