@@ -245,8 +245,8 @@ def _without_asserts_of_unread_inputs(lines: list[str], names: list[str]) -> lis
     constants, lower/freezing.py): nothing assumes its layout, and it costs a call per input."""
     body = [line for line in lines if not line.lstrip().startswith(("assert_size_stride(", "del "))
             and not line.rstrip().endswith("= args")]
-    text = "\n".join(body)
-    unread = {n for n in names if not re.search(rf"\b{re.escape(n)}\b", text)}
+    words = set(re.findall(r"\w+", "\n".join(body)))
+    unread = {n for n in names if n not in words}
     return [line for line in lines
             if not any(line.lstrip().startswith(f"assert_size_stride({n}, ") for n in unread)]
 
