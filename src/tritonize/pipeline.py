@@ -59,6 +59,7 @@ class CompiledGraph:
         self.output_strides = output_strides
         self.cache_key: str | None = None  # its graph-cache key, once it is stored there (graph_cache)
         self.padding = None  # CUDA graphs: where padding to size buckets is legal (cudagraphs/padding.py)
+        self.frozen = None  # option freeze: the inputs frozen into constants, checked at each call (lower/freezing.py)
 
     @torch._dynamo.disable
     def __call__(self, args):
