@@ -163,6 +163,24 @@ def test_channels_last_with_symbolic_sizes(device, exact_convolutions):
             assert actual.stride() == expected.stride()
 
 
+@pytest.mark.parametrize("layout", ["as_traced", "channels_last"])
+def test_a_channels_last_input_keeps_eagers_output_strides_with_symbolic_sizes(device, exact_convolutions, layout):
+    """Eager returns relu(conv(x)) channels-last for a channels-last x. Under dynamic=True the
+    output's strides are expressions (s0 - s1 + 3); the output used to come back contiguous."""
+    def conv_relu(x, w):
+        return torch.relu(torch.nn.functional.conv2d(x, w, None, 1, 1))
+
+    compiled = torch.compile(conv_relu, backend="tritonize", dynamic=True, options={"conv_layout": layout})
+    for batch, height, width in ((2, 7, 6), (3, 9, 5)):
+        x = torch.randn(batch, 3, height, width, device=device).to(memory_format=torch.channels_last)
+        w = torch.randn(4, 3, 3, 3, device=device)
+        saved = x.clone()
+        actual, expected = compiled(x, w), conv_relu(x, w)
+        assert_same(actual, expected)
+        assert actual.stride() == expected.stride()
+        assert_same(x, saved)
+
+
 def traced_convolution(device, dtype):
     """An aten graph with one 2-D convolution over fake tensors of `device` (no GPU needed)."""
     from torch._subclasses import FakeTensorMode

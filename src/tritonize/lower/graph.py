@@ -491,8 +491,7 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
     view = strided_view_of(value, ctx.sizes)
     if saved and keeps_planned_layout(ctx.options, value, view, ctx.buffers):
         if view is None:
-            buffer = ctx.compute_buffer(value, ctx.shared_strides(value))  # in the layout it inherits
-            value = buffer_value(buffer.name, buffer.layout)
+            return GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(value, ctx.shared_strides(value))))
         return GraphOutput(ctx.realize(value))
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
@@ -507,7 +506,14 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
         if alias is None:
             raise Unsupported(f"output {node.name} is a view of an input that is not expressible as one here")
         return GraphOutput(alias)
-    buffer = ctx.compute_buffer(value, stride)
-    return GraphOutput(ctx.realize(buffer_value(buffer.name, buffer.layout)))
+    return GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(value, stride)))
+
+
+def _whole_buffer(ctx, buffer):
+    """The new buffer itself as the output: realize() of a load of it would look for a view of it
+    and, where symbolic strides hide that (channels-last strides over sizes like s0 - s1 + 3), copy
+    it again in contiguous strides, losing eager's layout."""
+    layout = buffer.layout
+    return ctx.tensor_arg(buffer.name, layout.size, layout.stride, 0)
 
 
