@@ -62,7 +62,7 @@ def lower_depthwise_convolution(ctx, node, x, weight, bias, stride, padding, dil
     n, c, oh, ow = dim_vars(4)
     compute = upcast(out_dtype)
     total = None
-    for (h, w, checks), (i, j) in zip(window_taps(axes, oh, ow), _tap_positions(kernel)):
+    for i, j, h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at([n, c, h, w]), compute)
         mask = all_of(checks)
         term = ex.op("mul", value if mask is None else ex.masked(mask, value, 0),
@@ -72,7 +72,3 @@ def lower_depthwise_convolution(ctx, node, x, weight, bias, stride, padding, dil
         total = ex.op("add", total, ex.to_dtype(bias.at([c]), compute), dtype=compute)
     return TensorValue(out_size, out_dtype, device, ex.to_dtype(total, out_dtype))
 
-
-def _tap_positions(kernel):
-    """(i, j) of each tap in the order pooling's window_taps yields them (row-major)."""
-    return [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]

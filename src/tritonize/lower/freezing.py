@@ -182,13 +182,18 @@ def _matches(node: torch.fx.Node, real) -> bool:
 
 def _make_constant(gm: torch.fx.GraphModule, node: torch.fx.Node, tensor: torch.Tensor) -> torch.fx.Node:
     """A get_attr node holding `tensor` that takes over `node`'s uses (the placeholder stays)."""
-    name = _attribute_name(gm, f"_frozen_{node.name}")
-    gm.register_buffer(name, tensor, persistent=False)
-    with gm.graph.inserting_after(_last_placeholder(gm)):
-        constant = gm.graph.get_attr(name)
+    constant = _new_constant(gm, f"_frozen_{node.name}", tensor, _last_placeholder(gm).next)
     constant.meta.update(node.meta)
     node.replace_all_uses_with(constant)
     return constant
+
+
+def _new_constant(gm: torch.fx.GraphModule, base: str, value: torch.Tensor, before: torch.fx.Node) -> torch.fx.Node:
+    """A buffer of gm holding `value` (a fresh name from `base`) and its get_attr node, before `before`."""
+    name = _attribute_name(gm, base)
+    gm.register_buffer(name, value, persistent=False)
+    with gm.graph.inserting_before(before):
+        return gm.graph.get_attr(name)
 
 
 def _last_placeholder(gm) -> torch.fx.Node:
@@ -235,10 +240,7 @@ def _numels(node, constants) -> list[int]:
 
 
 def _make_folded(gm, node: torch.fx.Node, value: torch.Tensor) -> torch.fx.Node:
-    name = _attribute_name(gm, f"_folded_{node.name}")
-    gm.register_buffer(name, value, persistent=False)
-    with gm.graph.inserting_before(node):
-        constant = gm.graph.get_attr(name)
+    constant = _new_constant(gm, f"_folded_{node.name}", value, node)
     constant.meta.update(node.meta)
     node.replace_all_uses_with(constant)
     gm.graph.erase_node(node)
@@ -399,10 +401,7 @@ def _per_channel(operand, constants, conv: torch.fx.Node) -> torch.Tensor | None
 def _constant_node(gm, conv, value, constants, role: str):
     if value is None:
         return None
-    name = _attribute_name(gm, f"_folded_{conv.name}_{role}")
-    gm.register_buffer(name, value, persistent=False)
-    with gm.graph.inserting_before(conv):
-        node = gm.graph.get_attr(name)
+    node = _new_constant(gm, f"_folded_{conv.name}_{role}", value, conv)
     node.meta["val"] = conv.meta["val"].fake_mode.from_tensor(value, static_shapes=True)  # a constant: no symbols
     constants[node] = value
     return node

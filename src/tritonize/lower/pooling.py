@@ -205,11 +205,12 @@ def _require_small_window(op: str, axes) -> None:
 
 
 def window_taps(axes, oh, ow):
-    """(h, w, checks) for every tap of output (oh, ow), row-major."""
+    """(i, j, h, w, checks) for every tap (i, j) of output (oh, ow), row-major: the tap's
+    position in the window, the input position it reads, and the checks that it is inside."""
     ah, aw = axes
     for i in range(ah.kernel):
         for j in range(aw.kernel):
-            yield ah.tap(oh, i), aw.tap(ow, j), ah.checks(oh, i) + aw.checks(ow, j)
+            yield i, j, ah.tap(oh, i), aw.tap(ow, j), ah.checks(oh, i) + aw.checks(ow, j)
 
 
 def _lowest(dtype: torch.dtype):
@@ -237,7 +238,7 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
     best = lowest
     index = ex.op("add", ex.op("mul", axes[0].first_tap(oh), ex.constant(width, I64), dtype=I64),
                   axes[1].first_tap(ow), dtype=I64)
-    for h, w, checks in window_taps(axes, oh, ow):
+    for _, _, h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at(lead + [h, w]), compute)
         position = ex.index_expr(h * width + w, I64)
         if best is lowest and not checks:  # the first tap, always inside: start with it
@@ -282,7 +283,7 @@ def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=
     lead, oh, ow = out[:-2], out[-2], out[-1]
     compute = upcast(x.dtype)
     total = None
-    for h, w, checks in window_taps(axes, oh, ow):
+    for _, _, h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at(lead + [h, w]), compute)
         mask = all_of(checks)
         total = add_to(total, value if mask is None else ex.masked(mask, value, 0))
