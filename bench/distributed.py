@@ -163,20 +163,30 @@ def overlap_of(step, device: torch.device, steps: int = 2, top: int = 0, title: 
     `top`, rank 0 also prints the kernels that took longest (ms a step, launches)."""
     if device.type != "cuda":
         return None, None, None
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity
 
-    with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=steps)) as trace:
-        for _ in range(steps + 1):
-            step()
-            torch.cuda.synchronize()
-            trace.step()
-    kernels = [(e.time_range.start, e.time_range.end, e.name) for e in trace.events()
-               if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels = recorded_events(step, steps, ProfilerActivity.CUDA, torch.cuda.synchronize)
     if top and dist.get_rank() == 0:
         print_top_kernels(kernels, steps, top, title)
     measured = [None] * dist.get_world_size()
     dist.all_gather_object(measured, communication_figures(kernels, steps))
     return min(measured, key=lambda figures: figures[1])
+
+
+def recorded_events(step, steps: int, activity, synchronize) -> list:
+    """(start, end, name) of the `activity` events of `steps` calls of `step`, after one call
+    the profiler sees but does not record. The schedule runs once (repeat=1): a repeating one
+    would start a new, empty cycle after the last step, and that is what `events()` would read."""
+    from torch.profiler import profile, schedule
+
+    kinds = {"CUDA": torch.autograd.DeviceType.CUDA, "CPU": torch.autograd.DeviceType.CPU}
+    with profile(activities=[activity], schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as trace:
+        for _ in range(steps + 1):
+            step()
+            synchronize()
+            trace.step()
+    return [(e.time_range.start, e.time_range.end, e.name) for e in trace.events()
+            if e.device_type == kinds[activity.name]]
 
 
 def communication_figures(kernels: list, steps: int) -> tuple:

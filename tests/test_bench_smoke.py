@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -314,6 +315,21 @@ def test_distributed_bench_counts_the_overlapped_share_of_communication():
                (50, 60, "triton_poi_fused_add_0")]
     assert distributed.communication_figures(kernels, steps=1) == (0.025, 0.02, 0.25)
     assert distributed.communication_figures(kernels[1:2], steps=1) == (0.015, 0.0, None)
+
+
+def test_distributed_bench_records_the_profiled_steps_only():
+    """The overlap figures read the profiler's events after its schedule ends: the steps after the
+    unrecorded first one, not an empty cycle started after them (which left every figure 0 on the
+    GPU)."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import distributed
+    from torch.profiler import ProfilerActivity
+
+    calls = []
+    events = distributed.recorded_events(lambda: calls.append(torch.ones(4).cumsum(0)), 2, ProfilerActivity.CPU,
+                                         lambda: None)
+    assert len(calls) == 3
+    assert sum("cumsum" in name for _, _, name in events) == 2
 
 
 def test_depthwise_sweep_runs_on_cpu():
