@@ -51,7 +51,34 @@ def test_a_depthwise_convolution_and_what_follows_are_one_kernel(kernel, stride,
     assert actual.stride() == expected.stride()
     assert_same(x, saved)
     (graph,) = graphs(recorder)
-    assert len(graph.kernels) == 1 and not graph.externs and not graph.fallbacks
+    assert not graph.externs and not graph.fallbacks
+    # the filter reordered tap-major (lower/depthwise._tap_major), then one kernel for the rest
+    taps = model[0].kernel_size[0] * model[0].kernel_size[1]
+    assert len(graph.kernels) == 2 and sum(reorders_filter(k.source, 6, taps) for k in graph.kernels) == 1
+
+
+def reorders_filter(source: str, channels: int, taps: int) -> bool:
+    """The kernel copies a (channels, 1, kh, kw) filter tap-major: one flat copy, or a tile of
+    channels by taps."""
+    return f"xnumel = {channels * taps}\n" in source or (
+        f"xnumel = {channels}\n" in source and f"ynumel = {taps}\n" in source)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_filter_is_read_tap_major_and_a_batch_of_one_fuses_as_any(batch):
+    """Each tap reads its weights for neighbouring channels from consecutive memory: the filter
+    (channels, 1, kh, kw) is stored (kh, kw, channels) first. A batch of one is one kernel too:
+    the loads of a size-1 dim drop it, which fusion did not see as the same element (three
+    kernels: convolution, batch norm, SiLU)."""
+    model = depthwise_block(3, 1, 1, 1, False, channels=5, dtype=torch.bfloat16)
+    x = torch.randn(batch, 5, 6, 6, device=DEVICE, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    compiled, recorder = compile_generated(model, "channels_last")
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+    (graph,) = graphs(recorder)
+    reorder, convolution = graph.kernels
+    assert reorders_filter(reorder.source, 5, 9)
+    assert all(f"in_ptr1 + (x0 + {5 * t})" in convolution.source for t in range(1, 9)), convolution.source
 
 
 def test_half_precision_accumulates_in_float32():

@@ -156,6 +156,18 @@ def test_a_value_a_matmul_and_a_kernel_read_is_computed_once(device):
     assert len(report.kernels) == 1 and not report.fallbacks
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_batch_of_one_fuses_as_any_batch(device, batch):
+    """h is stored for the matmul; the ReLU reads it at its own element and joins h's kernel. At a
+    batch of one the load's index has no batch term and h's layout has, which fusion took for
+    another element (two kernels)."""
+    def fn(x, w):
+        h = x * 2 + 1
+        return h @ w, h.relu()
+    report = check(fn, _rand(batch, 8, 64, device=device), _rand(64, 32, device=device))
+    assert len(report.kernels) == 1 and not report.fallbacks
+
+
 def test_a_value_scaled_by_0d_tensors_is_recomputed_not_stored(device):
     """A 0-d tensor's load is one number: x * a * b (a and b computed sums) reads one stream and
     is recomputed by its two consumers (a row mean and the result, viewed otherwise) rather than

@@ -91,6 +91,18 @@ def test_a_pointwise_kernel_writes_over_an_input_that_dies_there(device):
     assert report.peak_memory == 16 * 64 * F32  # one buffer, not two
 
 
+def test_a_batch_of_one_is_written_in_place_as_any_batch(device):
+    """The same at a batch of one: the GELU's loads drop the batch dim, the product's layout
+    keeps it; the two indexes are the same element."""
+    def fn(x, w):
+        return torch.nn.functional.gelu(torch.bmm(x, w))
+
+    x, w = torch.randn(1, 16, 8, device=device), torch.randn(1, 8, 64, device=device)
+    report, wrapper = compile_and_check(fn, x, w)
+    assert "# in place over it" in wrapper, wrapper
+    assert report.peak_memory == 16 * 64 * F32
+
+
 def test_no_kernel_writes_over_an_input_read_elsewhere(device):
     """flip reads the product at another row than the one it writes: never in place."""
     def fn(x, w):

@@ -136,10 +136,12 @@ def _in_place(graph: GraphIR, steps: list, last_use: dict, sources: set) -> dict
         candidates = sorted(name for name in dying.get(i, []) if graph.buffers[name].layout == out.layout)
         if not candidates or out is not step.buffers[-1] or out.storage_offset != 0:
             continue
-        index = out.layout.index(dim_vars(len(out.layout.size)))
+        dims = dim_vars(len(out.layout.size))
+        units = {d: 0 for d, s in zip(dims, out.layout.size) if s == 1}  # loads drop size-1 dims
+        index = out.layout.index(dims).xreplace(units)
         loads = [e for b in step.buffers for e in ex.loads(b.body)]
         for name in candidates:
-            if all(sympy.expand(e.args[1] - index) == 0 for e in loads if e.args[0] == name):
+            if all(sympy.expand(e.args[1].xreplace(units) - index) == 0 for e in loads if e.args[0] == name):
                 in_place[out.name] = name
                 break
     return in_place

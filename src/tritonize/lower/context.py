@@ -17,6 +17,7 @@ from ..ir.nodes import (
     ComputedBuffer,
     ExternCall,
     ExternOutput,
+    InputBuffer,
     Layout,
     TensorArg,
     TensorValue,
@@ -100,6 +101,15 @@ class LoweringContext:
         if inherits_channels_last(self.options, value, self.buffers):
             return channels_last_strides(tuple(value.size))
         return contiguous_strides(value.size)
+
+    def constant_value(self, name: str, tensor: torch.Tensor) -> TensorValue:
+        """A real tensor the compiled code holds (a frozen weight, a weight stored otherwise at
+        compile time), read through a buffer of its own layout."""
+        layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0, tensor.dtype, tensor.device)
+        self.constants[name] = tensor
+        self.add_buffer(InputBuffer(name, layout, -1))
+        self.storage_offsets[name] = int(tensor.storage_offset())
+        return buffer_value(name, layout)
 
     def add_computed(self, buffer: ComputedBuffer) -> None:
         """Register a buffer a generated kernel fills (e.g. a ReductionBuffer built by a lowering)."""

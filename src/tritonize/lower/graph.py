@@ -164,12 +164,7 @@ def _lower_constant(ctx, node, tensor):
         with unset_fake_temporarily():  # compile_graph runs under AOTAutograd's fake mode
             value = tensor.item()
         return TensorValue((), tensor.dtype, tensor.device, ex.constant(value, tensor.dtype))
-    name = f"const_{node.name}"
-    layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0, tensor.dtype, tensor.device)
-    ctx.constants[name] = tensor
-    ctx.add_buffer(InputBuffer(name, layout, -1))
-    ctx.storage_offsets[name] = int(tensor.storage_offset())
-    return buffer_value(name, layout)
+    return ctx.constant_value(f"const_{node.name}", tensor)
 
 
 def _lower_call(ctx, node, env):

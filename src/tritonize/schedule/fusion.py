@@ -129,12 +129,14 @@ def eliminate_dead_buffers(graph: GraphIR) -> list:
 
 
 def _same_element_reads(group: KernelGroup, buffer: ComputedBuffer) -> bool:
-    """buffer reads each group buffer only at the element it is itself computing."""
+    """buffer reads each group buffer only at the element it is itself computing. A dim of size
+    1 is 0 on both sides: a load's index has dropped it (a batch of one), the layout has not."""
     produced = {b.name: b for b in group.buffers}
     dims = dim_vars(len(buffer.layout.size))
+    units = {d: 0 for d, s in zip(dims, buffer.layout.size) if s == 1}
     for load in ex.loads(buffer.body):
         source = produced.get(load.args[0])
-        if source is not None and load.args[1] != source.layout.index(dims):
+        if source is not None and load.args[1].xreplace(units) != source.layout.index(dims).xreplace(units):
             return False
     return True
 
