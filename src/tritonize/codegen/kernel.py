@@ -266,12 +266,33 @@ class _BodyWriter:
             condition = self.render(e.args[0], mask)
             inner_mask = condition if mask is None else f"{mask} & {condition}"
             body = self.render(e.args[1], inner_mask)
+            if self._zero_where_masked(e):
+                return body
             other = render_constant(e.args[2], e.dtype)
             return self.new_var(f"tl.where({condition}, {body}, {other})")
         args = [self.render(a, mask) for a in e.args]
         if e.op in INTEGER_DIVISIONS and not e.args[1].dtype.is_floating_point:
             self._check_divisor(e, args[1], mask)
         return self.new_var(render_op(e.op, args, [a.dtype for a in e.args], e.dtype))
+
+    def _zero_where_masked(self, e: ex.Expr) -> bool:
+        """Whether a masked value (e: masked(condition, inner, 0)) is already 0 wherever the
+        condition is false without a tl.where: inner is a load from memory, maybe converted,
+        which takes the condition as its mask and reads 0 there (`other=0`). Not a value this
+        kernel computed (stored_values, a reduction's members), a host scalar, or a load of one
+        element for the whole block, which is not masked. A window's padded taps (a depthwise
+        convolution's 49) each saved a select."""
+        inner, other = e.args[1], e.args[2]
+        if isinstance(other, bool) or other != 0:
+            return False
+        if inner.op == "to_dtype":
+            inner = inner.args[0]
+        if inner.op != "load":
+            return False
+        name, index = inner.args
+        rewritten = self.space.rewrite.get(index, index)
+        return ((name, rewritten) not in self.stored_values and name not in getattr(self, "members", {})
+                and not self.is_host_scalar(name) and self.varies(rewritten) and not has_indirect(rewritten))
 
     def _chunk_bound(self, e: ex.Expr) -> str:
         """A split reduction's last-chunk bound, r < rows - split * chunk (lower/reductions.py): true

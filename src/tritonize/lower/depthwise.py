@@ -60,9 +60,9 @@ def lower_depthwise_convolution(ctx, node, x, weight, bias, stride, padding, dil
     kernel = (int(weight.size[2]), int(weight.size[3]))
     axes = window_axes("depthwise convolution", x.size, out_size[-2:], kernel, stride, padding, dilation)
     x = ctx.realize_value(x)  # each input element is read by every tap that covers it
-    taps = _tap_major(ctx, node.args[1], weight, kernel, device)
-    n, c, oh, ow = dim_vars(4)
     compute = upcast(out_dtype)
+    taps = _tap_major(ctx, node.args[1], weight, kernel, compute, device)
+    n, c, oh, ow = dim_vars(4)
     total = None
     for i, j, h, w, checks in window_taps(axes, oh, ow):
         value = ex.to_dtype(x.at([n, c, h, w]), compute)
@@ -76,21 +76,25 @@ def lower_depthwise_convolution(ctx, node, x, weight, bias, stride, padding, dil
 
 
 
-def _tap_major(ctx, weight_node, weight: TensorValue, kernel: tuple, device) -> TensorValue:
-    """The filter as (kernel_h, kernel_w, channels), channels innermost. In (channels, 1, kh, kw)
-    order neighbouring channels' weights of one tap are kh * kw elements apart, so the 32 lanes
-    of a warp, which hold neighbouring channels in channels-last order, read each tap's weights
-    from up to 32 cache lines; here they read one. A frozen filter is reordered at compile
-    time; any other is copied by a kernel of its own (kh * kw * channels elements) each call."""
+def _tap_major(ctx, weight_node, weight: TensorValue, kernel: tuple, compute: torch.dtype, device) -> TensorValue:
+    """The filter as (kernel_h, kernel_w, channels), channels innermost, in the dtype the
+    convolution accumulates in (no conversion at each tap of each element). In (channels, 1, kh,
+    kw) order neighbouring channels' weights of one tap are kh * kw elements apart, so the 32
+    lanes of a warp, which hold neighbouring channels in channels-last order, read each tap's
+    weights from up to 32 cache lines; here they read one. A frozen filter is reordered at
+    compile time; any other is copied by a kernel of its own (kh * kw * channels elements) each
+    call."""
     channels = int(weight.size[0])
     size = (kernel[0], kernel[1], channels)
     if kernel == (1, 1):
-        return TensorValue(size, weight.dtype, device, weight.at([dim_vars(3)[2], 0, 0, 0]))
+        body = ex.to_dtype(weight.at([dim_vars(3)[2], 0, 0, 0]), compute)
+        return TensorValue(size, compute, device, body)
     if isinstance(weight_node, torch.fx.Node) and weight_node.op == "get_attr":
         frozen = ctx.constants[f"const_{weight_node.name}"]
         with unset_fake_temporarily():
-            reordered = frozen.reshape(channels, *kernel).permute(1, 2, 0).contiguous()
+            reordered = frozen.reshape(channels, *kernel).permute(1, 2, 0).to(compute).contiguous()
         return ctx.constant_value(f"const_{weight_node.name}_taps", reordered)
     i, j, c = dim_vars(3)
-    buffer = ctx.compute_buffer(TensorValue(size, weight.dtype, device, weight.at([c, 0, i, j])))
+    body = ex.to_dtype(weight.at([c, 0, i, j]), compute)
+    buffer = ctx.compute_buffer(TensorValue(size, compute, device, body))
     return buffer_value(buffer.name, buffer.layout)
