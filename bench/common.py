@@ -26,7 +26,7 @@ BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
 KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
                               "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced", "tritonize-freeze",
-                              "inductor-freeze", "tritonize-dwgen")
+                              "inductor-freeze", "tritonize-dwgen", "tritonize-dwlib")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -39,6 +39,7 @@ TRITONIZE_VARIANTS = {
     "tritonize-savefwd": {"partitioner": "default"},
     "tritonize-freeze": {"freeze": True},  # frozen inference (lower/freezing.py)
     "tritonize-dwgen": {"depthwise_conv": "generated"},  # depthwise convolutions generated (lower/depthwise.py)
+    "tritonize-dwlib": {"depthwise_conv": "library"},  # depthwise convolutions through cuDNN
 }
 
 
@@ -64,7 +65,8 @@ def build_backend(name, fn):
     forward computed, where tritonize's default is the min-cut partitioner; "-nhwc" / "-traced":
     options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph;
     "-freeze": frozen inference, tritonize's option freeze or Inductor's config freezing;
-    "-dwgen": depthwise convolutions as generated kernels)."""
+    "-dwgen" / "-dwlib": depthwise convolutions as generated kernels / through cuDNN, where the
+    default "auto" picks per shape)."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:

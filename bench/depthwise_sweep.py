@@ -3,9 +3,10 @@
     PYTHONPATH=src python3 bench/depthwise_sweep.py [--markdown FILE]            # on the GPU
     PYTHONPATH=src python3 bench/depthwise_sweep.py --device cpu --small        # a smoke test
 
-Issue 20 asks for a decision rule: per shape, whichever of cuDNN's depthwise kernel (tritonize's
-default, "library") and the generated convolution (option depthwise_conv="generated",
-lower/depthwise.py) is faster. The shapes are the depthwise layers of MobileNetV3, EfficientNet
+Issue 20 asks for a decision rule: per shape, whichever of cuDNN's depthwise kernel (option
+depthwise_conv="library", back end tritonize-dwlib) and the generated convolution ("generated",
+tritonize-dwgen; lower/depthwise.py) is faster. The tritonize column is the default, "auto": the
+rule lower/depthwise.py draws from this sweep. The shapes are the depthwise layers of MobileNetV3, EfficientNet
 and ConvNeXt at inference batch sizes: channels, spatial size, kernel and stride. Each block is a
 module (convolution, batch norm in inference, SiLU) in channels-last memory order, as our
 inference graphs run convolutions on CUDA; bf16; us a call, the back ends timed in turns, the
@@ -21,7 +22,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-BACKENDS = ("eager", "inductor", "tritonize", "tritonize-dwgen")
+BACKENDS = ("eager", "inductor", "tritonize-dwlib", "tritonize-dwgen", "tritonize")  # the last: "auto"
 # (batch, channels, size, kernel, stride): MobileNetV3-large, EfficientNet-B0, ConvNeXt-T layers
 SHAPES = [
     (64, 16, 112, 3, 1), (64, 64, 112, 3, 2), (64, 72, 56, 3, 1), (64, 72, 56, 5, 2), (64, 120, 28, 5, 1),
@@ -68,7 +69,7 @@ def measure(shape, args) -> list:
             for backend, fn in fns.items():
                 best[backend] = min(best[backend], common.median_time_s(lambda: fn(x), device) * 1e6)
     times.update(best)
-    library, generated = times.get("tritonize"), times.get("tritonize-dwgen")
+    library, generated = times.get("tritonize-dwlib"), times.get("tritonize-dwgen")
     ratio = generated / library if isinstance(library, float) and isinstance(generated, float) else "-"
     winner = "-" if ratio == "-" else ("generated" if ratio < 1 else "cuDNN")
     return list(shape) + [times.get(b, "-") for b in BACKENDS] + [winner, ratio]

@@ -340,5 +340,5 @@ def test_depthwise_sweep_runs_on_cpu():
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("row: ")]
-    assert len(rows) == 2 and all(len(r) == 11 for r in rows), result.stdout
-    assert all(float(cell) > 0 for r in rows for cell in r[5:9]), result.stdout
+    assert len(rows) == 2 and all(len(r) == 12 for r in rows), result.stdout
+    assert all(float(cell) > 0 for r in rows for cell in r[5:10]), result.stdout

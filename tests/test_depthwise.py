@@ -131,6 +131,29 @@ def test_other_convolutions_and_symbolic_sizes_stay_library_calls():
         assert [e for e in graph.externs if "convolution" in e]  # grouped, and depthwise of symbolic size
 
 
+@pytest.mark.parametrize("size,kernel,stride,layout,generated", [
+    ((2, 16, 130, 130), 3, 2, "channels_last", True),    # a 3x3 window of stride 2
+    ((1, 8, 20, 20), 5, 1, "channels_last", True),       # a small output
+    ((2, 16, 130, 130), 3, 1, "channels_last", False),   # 540800 output elements, stride 1
+    ((1, 32, 300, 300), 5, 2, "channels_last", False),   # 5x5 of stride 2 lost to cuDNN
+    ((1, 8, 20, 20), 5, 1, "as_traced", False),          # not the layout the rule was measured in
+])
+def test_auto_generates_the_shapes_measured_faster(size, kernel, stride, layout, generated):
+    """depthwise_conv="auto" (the default) follows lower/depthwise.measured_faster, in
+    channels-last graphs only; the values are eager's either way."""
+    torch.manual_seed(0)
+    channels = size[1]
+    model = nn.Sequential(nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels),
+                          nn.SiLU()).eval().to(DEVICE)
+    x = torch.randn(*size, device=DEVICE).to(memory_format=torch.channels_last)
+    recorder = []
+    compiled = torch.compile(model, backend=make_backend(make_options(conv_layout=layout), recorder=recorder))
+    with torch.no_grad():
+        assert_same(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    (graph,) = graphs(recorder)
+    assert bool([e for e in graph.externs if "convolution" in e]) is not generated
+
+
 def test_the_option_is_checked():
     with pytest.raises(ValueError, match="depthwise_conv"):
         make_options(depthwise_conv="triton")

@@ -15,7 +15,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | partitioner | "min_cut", "default"      | "min_cut"              | training: how AOTAutograd splits the joint graph. "min_cut" (AOTAutograd's min-cut partitioner, as Inductor uses) saves less and recomputes cheap ops in the backward; "default" (AOTAutograd's default_partition) saves what the forward computed. Random ops are never recomputed |
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 | conv_layout | "auto", "as_traced", "channels_last" | "auto"   | "channels_last": 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides. "auto": channels-last for inference graphs with fp16/bf16 convolutions on CUDA, as traced otherwise (the decision is a note in explain()) |
-| depthwise_conv | "library", "generated" | "library"          | depthwise 2-D convolutions: aten's (cuDNN) call, or a generated kernel that fuses what follows (lower/depthwise.py) |
+| depthwise_conv | "auto", "library", "generated" | "auto"   | depthwise 2-D convolutions: aten's (cuDNN) call, or a generated kernel that fuses what follows (lower/depthwise.py). "auto": generated for the shapes where the H100 measured it faster (3x3 windows of stride 2, small outputs) in channels-last graphs, the library call otherwise |
 | freeze      | bool                      | False                  | inference: the model's parameters and buffers are constants (their weights must not change; a changed one raises FrozenInputChanged): computations of weights alone run once at compile time, batch norms fold into the convolutions before them (lower/freezing.py) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
@@ -34,7 +34,7 @@ FALLBACKS = ("error", "eager")
 CAPTURES = ("cuda", "fake")
 PARTITIONERS = ("default", "min_cut")
 CONV_LAYOUTS = ("auto", "as_traced", "channels_last")
-DEPTHWISE_CONVS = ("library", "generated")
+DEPTHWISE_CONVS = ("auto", "library", "generated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Options:
     partitioner: str = "min_cut"
     conv_layout: str = "auto"
     freeze: bool = False
-    depthwise_conv: str = "library"
+    depthwise_conv: str = "auto"
 
     def __post_init__(self):
         if self.mode not in MODES:

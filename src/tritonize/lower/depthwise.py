@@ -15,9 +15,9 @@ SiLU, a layer norm's first pass) fuse after it, and in channels-last memory orde
 channels are contiguous. The input is stored first (its producer is not recomputed at every tap).
 
 Which convolutions: 2-D, not transposed, groups == channels with one filter each, static spatial
-sizes, at most MAX_TAPS taps (7x7), floating dtypes. Whether it beats cuDNN per shape is measured
-on the GPU (`bench/kernels.py --cases dwconv_bn_silu` with back end tritonize-dwgen); until then
-the option is off by default ("library").
+sizes, at most MAX_TAPS taps (7x7), floating dtypes. "generated" takes all of them; "auto" (the
+default) those `measured_faster` names, in graphs whose convolutions run channels-last (inference
+on CUDA in fp16/bf16, lower/conv_layout.py), the layout it was measured in.
 """
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 def generates(node: torch.fx.Node, options) -> bool:
     """Whether this convolution node is generated here rather than called through aten."""
-    if node.target is not aten.convolution.default or getattr(options, "depthwise_conv", "library") != "generated":
+    mode = getattr(options, "depthwise_conv", "library")
+    if node.target is not aten.convolution.default or mode == "library":
         return False
     x, weight = (a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in node.args[:2])
     if x is None or weight is None or x.dim() != 4 or weight.dim() != 4 or x.dtype not in FLOATS:
@@ -48,8 +49,31 @@ def generates(node: torch.fx.Node, options) -> bool:
     if transposed or not all(isinstance(s, int) for s in sizes):
         return False
     channels = x.shape[1]
-    return (groups == channels and weight.shape[0] == channels and weight.shape[1] == 1
-            and weight.shape[2] * weight.shape[3] <= MAX_TAPS)
+    depthwise = (groups == channels and weight.shape[0] == channels and weight.shape[1] == 1
+                 and weight.shape[2] * weight.shape[3] <= MAX_TAPS)
+    if not depthwise or mode == "generated":
+        return depthwise
+    return options.conv_layout == "channels_last" and measured_faster(tuple(weight.shape[2:]), node.args[3],
+                                                                      node.args[5], node.meta["val"].numel())
+
+
+SMALL_OUTPUT = 2**19  # elements
+
+
+def measured_faster(kernel: tuple, stride, dilation, output_elements: int) -> bool:
+    """The rule of option depthwise_conv="auto": whether the generated kernel (with the batch
+    norm and activation after it) beat cuDNN's NHWC depthwise kernel (and a kernel for the rest)
+    at this shape in bench/depthwise_sweep.py (H100, bf16, channels-last; docs/benchmarks.md,
+    twenty-sixth session). It did for 3x3 windows of stride 2 (0.7 and 0.9 of cuDNN's time; a
+    5x5 window of stride 2 was 1.2) and for outputs of at most SMALL_OUTPUT elements (a batch of
+    one: 0.4 at 7x7, level at 5x5), where cuDNN's kernel fills the GPU poorly. It lost on the
+    other eleven of sixteen shapes (1.1-1.9: 5x5 and 7x7 windows of stride 1 read each input
+    25-49 times from cache, where cuDNN keeps a row of them in registers)."""
+    stride = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    dilation = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
+    if output_elements <= SMALL_OUTPUT:
+        return True
+    return tuple(kernel) == (3, 3) and stride == (2, 2) and dilation == (1, 1)
 
 
 @lowering(aten.convolution.default)
