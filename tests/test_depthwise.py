@@ -10,6 +10,7 @@ from helpers import assert_same
 from conftest import DEVICE
 from tritonize.backend import make_backend
 from tritonize.config import make_options
+from tritonize.lower.depthwise import measured_faster
 
 nn = torch.nn
 F = torch.nn.functional
@@ -132,7 +133,7 @@ def test_other_convolutions_and_symbolic_sizes_stay_library_calls():
 
 
 @pytest.mark.parametrize("size,kernel,stride,layout,generated", [
-    ((2, 16, 130, 130), 3, 2, "channels_last", True),    # a 3x3 window of stride 2
+    ((2, 64, 130, 130), 3, 2, "channels_last", True),    # a 3x3 window of stride 2, 540800 outputs
     ((1, 8, 20, 20), 5, 1, "channels_last", True),       # a small output
     ((2, 16, 130, 130), 3, 1, "channels_last", False),   # 540800 output elements, stride 1
     ((1, 32, 300, 300), 5, 2, "channels_last", False),   # 5x5 of stride 2 lost to cuDNN
@@ -152,6 +153,15 @@ def test_auto_generates_the_shapes_measured_faster(size, kernel, stride, layout,
         assert_same(compiled(x), model(x), atol=1e-4, rtol=1e-4)
     (graph,) = graphs(recorder)
     assert bool([e for e in graph.externs if "convolution" in e]) is not generated
+
+
+@pytest.mark.parametrize("kernel,stride,dilation,outputs,faster", [
+    ((3, 3), [2, 2], [1, 1], 10**6, True), ((3, 3), 2, 1, 10**6, True), ((3, 3), [2, 2], [2, 2], 10**6, False),
+    ((3, 3), [2, 1], [1, 1], 10**6, False), ((5, 5), [2, 2], [1, 1], 10**6, False), ((3, 3), [1, 1], [1, 1], 10**6, False),
+    ((7, 7), [1, 1], [1, 1], 2**19, True), ((7, 7), [1, 1], [1, 1], 2**19 + 1, False),
+])
+def test_the_rule_is_the_sweep_s(kernel, stride, dilation, outputs, faster):
+    assert measured_faster(kernel, stride, dilation, outputs) is faster
 
 
 def test_the_option_is_checked():

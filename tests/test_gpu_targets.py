@@ -140,12 +140,12 @@ def test_a_generated_depthwise_convolution_reads_its_filter_in_vectors(monkeypat
               torch.randn(c, 1, 3, 3).bfloat16(), torch.randn(c).bfloat16(), torch.rand(c).bfloat16() + 1,
               torch.randn(c).bfloat16(), torch.randn(c).bfloat16())
     options = {"conv_layout": "channels_last", "depthwise_conv": "generated"}
-    ptx_of = _sm90_ptx(monkeypatch, _dwconv_bn_silu, inputs, options)
+    ptx_of = _sm90_ptx(monkeypatch, _dwconv_bn_silu, inputs, options, tolerance=0.05)
     (convolution,) = [ptx for name, ptx in ptx_of.items() if name != "triton_poi_fused_convolution_0"]  # 0: the filter
     assert "ld.global.v4" in convolution and "ld.global.b16" not in convolution
 
 
-def _sm90_ptx(monkeypatch, fn, inputs, options: dict, dynamic=False) -> dict:
+def _sm90_ptx(monkeypatch, fn, inputs, options: dict, dynamic=False, tolerance=None) -> dict:
     """fn compiled with tritonize on the CPU (values checked against eager), then each kernel it
     launched compiled for sm_90 with its launch's arguments and the first GPU config: name -> PTX."""
     from tritonize.runtime.triton_compile import ArgSpec, CompileJob, compile_config
@@ -162,7 +162,7 @@ def _sm90_ptx(monkeypatch, fn, inputs, options: dict, dynamic=False) -> dict:
     recorder = []
     backend = tritonize.make_backend(tritonize.make_options(options), recorder=recorder)
     compiled_fn = torch.compile(fn, backend=backend, dynamic=dynamic)
-    torch.testing.assert_close(compiled_fn(*inputs), fn(*inputs), atol=0.05, rtol=0.05)
+    torch.testing.assert_close(compiled_fn(*inputs), fn(*inputs), atol=tolerance, rtol=tolerance)
     sources = {k.name: k.source for art in recorder if art != "graph" for k in art.kernels}
     assert set(launched) == set(sources), (launched, sources)
     ptx_of = {}

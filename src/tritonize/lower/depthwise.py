@@ -99,7 +99,6 @@ def lower_depthwise_convolution(ctx, node, x, weight, bias, stride, padding, dil
     return TensorValue(out_size, out_dtype, device, ex.to_dtype(total, out_dtype))
 
 
-
 def _tap_major(ctx, weight_node, weight: TensorValue, kernel: tuple, compute: torch.dtype, device) -> TensorValue:
     """The filter as (kernel_h, kernel_w, channels), channels innermost, in the dtype the
     convolution accumulates in (no conversion at each tap of each element). In (channels, 1, kh,
