@@ -1,4 +1,6 @@
 """Fusion decisions, tested by counting kernels and fallbacks (and checking values against eager)."""
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -190,3 +192,32 @@ def test_a_kernel_after_a_matmul_keeps_its_own_kind(device):
     report = check(fn, _rand(64, 32, device=device), _rand(32, 32, device=device))
     assert [k.kind for k in report.kernels] == ["pointwise", "persistent_reduction"], \
         [(k.name, k.kind) for k in report.kernels]
+
+
+def test_a_training_batch_norm_is_its_statistics_kernel_and_a_counter(device):
+    """In training a batch norm adds 1 to num_batches_tracked (one element) between its
+    statistics' reduction and the running statistics' update. That one-element kernel steps
+    aside (schedule/fusion._steps_aside), so the update and the normalization with its ReLU join
+    the statistics' kernel: two forward kernels, where the counter made four. The outputs, the
+    gradients and the three buffers match eager's."""
+    from helpers import assert_same
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16),
+                                torch.nn.ReLU()).to(device)
+    reference = copy.deepcopy(model)
+    x = _rand(4, 8, 10, 10, device=device)
+    recorder = []
+    compiled = torch.compile(model, backend=make_backend(make_options(), recorder=recorder))
+    for _ in range(2):
+        actual, expected = compiled(x), reference(x)
+        assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+        actual.square().sum().backward()
+        expected.square().sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    assert_same(list(model[1].buffers()), list(reference[1].buffers()), atol=1e-6, rtol=1e-6)
+    forward = next(r for r in recorder if r != "graph")
+    assert len(forward.kernels) == 2, [k.name for k in forward.kernels]

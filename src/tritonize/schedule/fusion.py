@@ -186,10 +186,14 @@ def fuse(operations: list) -> list:
     steps: list = []
     group: KernelGroup | None = None
     passed: set[str] = set()  # what the library calls after the open group's kernel produce
-    for op in operations:
+    for i, op in enumerate(operations):
         if isinstance(op, ComputedBuffer):
             if not reads_of(op) & passed and _joins(group, op):  # (_joins may set group.rows)
                 group.buffers.append(op)
+                continue
+            if _steps_aside(op, group, passed, operations[i + 1:i + 2]):  # its own kernel; the group stays open
+                steps.append(KernelGroup([op]))
+                passed.add(op.name)
                 continue
             group, passed = KernelGroup([op], rows=_row_space(op)), set()
             steps.append(group)
@@ -200,6 +204,19 @@ def fuse(operations: list) -> list:
             group = None
             steps.append(op)
     return steps
+
+
+def _steps_aside(op: ComputedBuffer, group: KernelGroup | None, passed: set, following: list) -> bool:
+    """Whether a buffer that does not join the open group gets a kernel of its own after it and
+    leaves the group open, as a library call that can pass does: a pointwise buffer of one
+    element (a batch norm's num_batches_tracked + 1 in training) whose next operation joins the
+    group. Before, it closed the group, so the running statistics after it, which join their
+    statistics' reduction, were a kernel of their own, and so was the normalization."""
+    if group is None or type(op) is not ComputedBuffer or not all(s == 1 for s in op.layout.size):
+        return False
+    (after,) = following or (None,)
+    return (isinstance(after, ComputedBuffer) and not reads_of(after) & (passed | {op.name})
+            and _joins(group, after))  # (a join it finds, it would find again next)
 
 
 def _can_pass(op) -> bool:
