@@ -150,6 +150,8 @@ class _BodyWriter:
     # Kernels with the EVEN constexpr (reductions of symbolic sizes, codegen/reduction_kernel.py)
     # or it into their bounds; a split's last-chunk bound then adds its condition to `even_when`.
     even_masks = False
+    # Buffers of the group a reduction or scan kernel recomputes where read (their writers set it)
+    members: dict = {}
 
     def __init__(self, space: IterationSpace, buffers: dict, use_int64: bool, sizes: SizeOracle | None = None):
         self.space = space
@@ -291,7 +293,7 @@ class _BodyWriter:
             return False
         name, index = inner.args
         rewritten = self.space.rewrite.get(index, index)
-        return ((name, rewritten) not in self.stored_values and name not in getattr(self, "members", {})
+        return ((name, rewritten) not in self.stored_values and name not in self.members
                 and not self.is_host_scalar(name) and self.varies(rewritten) and not has_indirect(rewritten))
 
     def _chunk_bound(self, e: ex.Expr) -> str:

@@ -27,7 +27,7 @@ import sympy
 
 from ..ir import expr as ex
 from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuffer
-from ..ir.symbols import dim_vars
+from ..ir.symbols import dim_vars, without_unit_dims
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
 
@@ -136,12 +136,13 @@ def _in_place(graph: GraphIR, steps: list, last_use: dict, sources: set) -> dict
         candidates = sorted(name for name in dying.get(i, []) if graph.buffers[name].layout == out.layout)
         if not candidates or out is not step.buffers[-1] or out.storage_offset != 0:
             continue
-        dims = dim_vars(len(out.layout.size))
-        units = {d: 0 for d, s in zip(dims, out.layout.size) if s == 1}  # loads drop size-1 dims
-        index = out.layout.index(dims).xreplace(units)
+        size = out.layout.size
+        dims = dim_vars(len(size))
+        index = without_unit_dims(out.layout.index(dims), dims, size)
         loads = [e for b in step.buffers for e in ex.loads(b.body)]
         for name in candidates:
-            if all(sympy.expand(e.args[1].xreplace(units) - index) == 0 for e in loads if e.args[0] == name):
+            if all(sympy.expand(without_unit_dims(e.args[1], dims, size) - index) == 0
+                   for e in loads if e.args[0] == name):
                 in_place[out.name] = name
                 break
     return in_place

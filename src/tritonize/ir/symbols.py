@@ -40,6 +40,14 @@ def dim_vars(rank: int) -> list[sympy.Symbol]:
     return [dim_var(k) for k in range(rank)]
 
 
+def without_unit_dims(index: sympy.Expr, dims, size) -> sympy.Expr:
+    """index with the dims of size 1 put to 0. A load's index has dropped such a dim (simplified
+    over its range) where a buffer's layout index keeps its stride: compared as they are, the
+    same element looks like another (a batch of one)."""
+    units = {d: 0 for d, s in zip(dims, size) if s == 1}
+    return index.xreplace(units) if units else index
+
+
 @functools.lru_cache(None)
 def reduction_var(k: int) -> sympy.Symbol:
     """The variable of the k-th reduced dimension in a reduction's body."""

@@ -29,7 +29,7 @@ from ..ir.nodes import TensorValue, buffer_value
 from ..ir.symbols import dim_vars
 from .dtypes import upcast
 from .pointwise import output_of
-from .pooling import MAX_TAPS, add_to, all_of, window_axes, window_taps
+from .pooling import MAX_TAPS, add_to, all_of, pair, window_axes, window_taps
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -69,11 +69,10 @@ def measured_faster(kernel: tuple, stride, dilation, output_elements: int) -> bo
     one: 0.4 at 7x7, level at 5x5), where cuDNN's kernel fills the GPU poorly. It lost on the
     other eleven of sixteen shapes (1.1-1.9: 5x5 and 7x7 windows of stride 1 read each input
     25-49 times from cache, where cuDNN keeps a row of them in registers)."""
-    stride = (stride, stride) if isinstance(stride, int) else tuple(stride)
-    dilation = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
     if output_elements <= SMALL_OUTPUT:
         return True
-    return tuple(kernel) == (3, 3) and stride == (2, 2) and dilation == (1, 1)
+    op = "depthwise convolution"
+    return tuple(kernel) == (3, 3) and pair(stride, "stride", op) == (2, 2) and pair(dilation, "dilation", op) == (1, 1)
 
 
 @lowering(aten.convolution.default)

@@ -47,7 +47,7 @@ I64 = torch.int64
 
 # --- parameters ------------------------------------------------------------------------------
 
-def _pair(value, name: str, op: str) -> tuple[int, int]:
+def pair(value, name: str, op: str) -> tuple[int, int]:
     if isinstance(value, int):
         return value, value
     value = [int(v) for v in value]
@@ -195,9 +195,9 @@ def all_of(checks: list):
 def window_axes(op: str, x_size, out_size, kernel_size, stride, padding, dilation=1) -> tuple[Axis, Axis]:
     if len(x_size) not in (3, 4):
         raise Unsupported(f"{op} of a {len(x_size)}-D input")
-    kernel = _pair(kernel_size, "kernel_size", op)
-    stride = _pair(stride, "stride", op) if stride not in ([], (), None) else kernel
-    padding, dilation = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
+    kernel = pair(kernel_size, "kernel_size", op)
+    stride = pair(stride, "stride", op) if stride not in ([], (), None) else kernel
+    padding, dilation = pair(padding, "padding", op), pair(dilation, "dilation", op)
     axes = tuple(Axis(kernel[k], stride[k], padding[k], dilation[k], x_size[k - 2], out_size[k - 2])
                  for k in range(2))
     return axes

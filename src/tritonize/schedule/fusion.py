@@ -24,7 +24,7 @@ import dataclasses
 from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
 from ..ir.scatter import ScatterOp
-from ..ir.symbols import dim_vars, simplify_with_ranges
+from ..ir.symbols import dim_vars, simplify_with_ranges, without_unit_dims
 from .collectives import is_pure_call, is_start, order_collectives
 from .rows import RowSpace, row_space_of
 from .scans import is_scan_group, scan_joins, scan_row_space
@@ -132,11 +132,12 @@ def _same_element_reads(group: KernelGroup, buffer: ComputedBuffer) -> bool:
     """buffer reads each group buffer only at the element it is itself computing. A dim of size
     1 is 0 on both sides: a load's index has dropped it (a batch of one), the layout has not."""
     produced = {b.name: b for b in group.buffers}
-    dims = dim_vars(len(buffer.layout.size))
-    units = {d: 0 for d, s in zip(dims, buffer.layout.size) if s == 1}
+    size = buffer.layout.size
+    dims = dim_vars(len(size))
     for load in ex.loads(buffer.body):
         source = produced.get(load.args[0])
-        if source is not None and load.args[1].xreplace(units) != source.layout.index(dims).xreplace(units):
+        if source is not None and (without_unit_dims(load.args[1], dims, size)
+                                   != without_unit_dims(source.layout.index(dims), dims, size)):
             return False
     return True
 
