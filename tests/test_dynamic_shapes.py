@@ -426,6 +426,28 @@ def test_contiguous_strides_written_with_max_are_plain_sizes():
     assert as_size(stride) == as_size(rows)
 
 
+def test_a_channels_last_stride_with_max_inside_a_product_keeps_its_layout():
+    """CUDA's convolution traces a channels-last output's strides as products of Max(1, n) for
+    sizes n = s0 - s1 + 3 that no guard shows positive (the CPU's adds such guards). The output
+    used to get contiguous strides on the GPU: the Max was stripped only at the top of a stride."""
+    from tritonize.lower.dtypes import symbolic_size
+    from tritonize.lower.graph import dense_strides
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 3)
+    x = mode.from_tensor(torch.empty(2, 4, 7), symbolic_context=context, source=ConstantSource("x"))
+    with mode:
+        batch, channels, length = x.shape
+        width = length - 2  # at least 0, as far as the ShapeEnv knows
+        out = torch.empty_strided((batch, channels, width), (channels * torch.sym_max(1, width), 1, channels))
+    c, w = symbolic_size((channels, width))
+    assert "Max" in str(symbolic_size(out.stride())[0])  # the ShapeEnv cannot drop it by itself
+    assert dense_strides(out) == (c * w, 1, c)
+
+
 def test_min_and_max_of_sizes_print_as_builtins():
     """Python's min/max in the wrapper; Triton maps them to tl.minimum/tl.maximum in kernels."""
     import sympy

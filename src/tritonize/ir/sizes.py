@@ -71,10 +71,17 @@ def _without_decided_extrema(expr: sympy.Expr, shape_env) -> sympy.Expr:
 
 def without_max_one(stride: Size) -> Size:
     """torch writes the stride past a dim of size n as Max(1, n) where n may be 0 (a
-    data-dependent size): the same layout as n for every size with elements."""
-    if isinstance(stride, _extrema()[0::2]) and len(stride.args) == 2 and sympy.Integer(1) in stride.args:
-        return next(a for a in stride.args if a != 1)
-    return stride
+    data-dependent size, or a difference such as s0 - s1 + 3 whose sign no guard settled): the
+    same layout as n for every size with elements. Inside products too (s2*Max(1, s0 - s1 + 3),
+    a channels-last stride of a convolution's output traced on CUDA)."""
+    if not isinstance(stride, sympy.Basic):
+        return stride
+    maxima = _extrema()[0::2]
+
+    def max_of_one(e) -> bool:
+        return isinstance(e, maxima) and len(e.args) == 2 and sympy.Integer(1) in e.args
+
+    return stride.replace(max_of_one, lambda e: next(a for a in e.args if a != 1))
 
 
 def _extrema() -> tuple:
