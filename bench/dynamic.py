@@ -12,10 +12,12 @@
     five are timed in turns, round after round (each compile has a back end object of its own,
     so Dynamo keeps them apart): milliseconds per step, and how many graphs ran through aten as
     a whole (tritonize's warnings say so).
-    Two more columns: what Dynamo itself costs a call under dynamic=True beyond a static compile
-    (a back end that replays its first outputs, timed both ways: guards, and the float attributes
-    Dynamo passes as float64 tensors made at each call, paid by every back end), and the dynamic
-    compile's time less that cost, against the static compile.
+    A sixth column compiles tritonize with dynamic=True under Dynamo's specialize_float (float
+    attributes constant, a cheap guard each; floats_specialized). Two more columns: what Dynamo
+    itself costs a call under dynamic=True beyond a static compile (a back end that replays its
+    first outputs, timed both ways: its guards, above all those of the float attributes that
+    AOTAutograd had specialized, paid by every back end), and the dynamic compile's time less
+    that cost, against the static compile. The notes give each dynamic graph's float64 inputs.
 (b) Automatic dynamic: plain torch.compile (no dynamic=) called with several batch sizes: how
     many compiles, and whether the second one was generated or ran through aten.
 (c) With --generate N: transformers' generate() of N new tokens with its default (growing)
@@ -91,8 +93,17 @@ def own_backend(name: str):
     inner = lookup_backend(name)
 
     def backend(gm, example_inputs, **kwargs):
+        backend.float_inputs.append(float_inputs(gm))
         return inner(gm, example_inputs, **kwargs)
+    backend.float_inputs = []
     return backend
+
+
+def float_inputs(gm) -> int:
+    """Float attributes a Dynamo graph takes as float64 tensors, which Dynamo makes at every call
+    (dynamic=True; AOTAutograd's scalar pass restarts Dynamo to specialize those it cannot keep)."""
+    return sum(bool(getattr(node.meta.get("grapharg"), "pass_arg_as_tensor", False))
+               for node in gm.graph.nodes if node.op == "placeholder")
 
 
 def replaying_backend():
@@ -100,6 +111,7 @@ def replaying_backend():
     it measures what Dynamo itself costs a call (guards, and under dynamic=True the float
     attributes it passes as float64 tensors made at each call), which every back end pays."""
     def backend(gm, example_inputs, **kwargs):
+        backend.float_inputs.append(float_inputs(gm))
         outputs = []
 
         def run(*args):
@@ -107,6 +119,7 @@ def replaying_backend():
                 outputs.append(gm(*args))
             return outputs[0]
         return run
+    backend.float_inputs = []
     return backend
 
 
@@ -132,13 +145,17 @@ def sequence_lengths(name, args):
     model = build_model(name, args)
     torch._dynamo.reset()
     inputs = {n: tokens(model, args.batch, n, args.device) for n in args.lengths}
-    inductor = torch.compile(model, backend=own_backend("inductor"), dynamic=True)
-    tritonize_dynamic = torch.compile(model, backend=own_backend("tritonize"), dynamic=True)
+    backends = {"inductor dyn": own_backend("inductor"), "tritonize dyn": own_backend("tritonize"),
+                "dynamo dyn": replaying_backend()}
+    inductor = torch.compile(model, backend=backends["inductor dyn"], dynamic=True)
+    tritonize_dynamic = torch.compile(model, backend=backends["tritonize dyn"], dynamic=True)
     # plain torch.compile: static at the first length, then Dynamo's automatic dynamic, which
-    # keeps float attributes specialized (dynamic=True passes each as a float64 tensor input)
+    # keeps float attributes specialized (a cheap guard each)
     tritonize_auto = torch.compile(model, backend=own_backend("tritonize"))
-    replay_dynamic = torch.compile(model, backend=replaying_backend(), dynamic=True)
-    columns = ("eager", "inductor dynamic", "tritonize static", "tritonize dynamic", "tritonize auto")
+    replay_dynamic = torch.compile(model, backend=backends["dynamo dyn"], dynamic=True)
+    floats_static = floats_specialized(model, inputs[args.lengths[0]])
+    columns = ("eager", "inductor dynamic", "tritonize static", "tritonize dynamic", "tritonize auto",
+               "tritonize dynamic, floats specialized")
     times, found = {}, []
     start_graphs = dynamo_graph_count()
     with aten_warnings(found):
@@ -146,7 +163,8 @@ def sequence_lengths(name, args):
             static = torch.compile(model, backend=own_backend("tritonize"), dynamic=False)  # this length alone
             replay_static = torch.compile(model, backend=replaying_backend(), dynamic=False)
             fns = dict(zip(columns + ("dynamo static", "dynamo dynamic"),
-                           (model, inductor, static, tritonize_dynamic, tritonize_auto, replay_static, replay_dynamic)))
+                           (model, inductor, static, tritonize_dynamic, tritonize_auto, floats_static,
+                            replay_static, replay_dynamic)))
             times.update({(column, n): ms for column, ms in interleaved_ms(fns, x, args.device).items()})
     for reason in sorted(set(found)):
         print(f"{name}: {reason[:400]}")
@@ -155,14 +173,29 @@ def sequence_lengths(name, args):
         static, dynamic = times[("tritonize static", n)], times[("tritonize dynamic", n)]
         inductor, auto = times[("inductor dynamic", n)], times[("tritonize auto", n)]
         tax = times[("dynamo dynamic", n)] - times[("dynamo static", n)]
+        floats = times[("tritonize dynamic, floats specialized", n)]
         rows.append([name, n] + [f"{times[(c, n)]:.3f}" for c in columns] +
                     [f"{dynamic / static:.2f}", f"{dynamic / inductor:.2f}", f"{auto / static:.2f}",
-                     f"{tax * 1e3:.0f}", f"{(dynamic - tax) / static:.2f}"])
+                     f"{floats / static:.2f}", f"{tax * 1e3:.0f}", f"{(dynamic - tax) / static:.2f}"])
     notes = (f"{dynamo_graph_count() - start_graphs} graphs compiled in all "
              f"({len(args.lengths)} static ones, one dynamic one per back end and two for "
              f"tritonize auto if none broke, and the replaying back end's), "
-             f"{len(found)} through aten")
+             f"{len(found)} through aten; float64 inputs of each dynamic graph as compiled: "
+             + ", ".join(f"{column} {backend.float_inputs}" for column, backend in backends.items()))
     return rows, notes
+
+
+def floats_specialized(model, x):
+    """tritonize with dynamic=True, compiled (on its first call, here) under Dynamo's
+    specialize_float: float attributes (eps, dropout's p, the attention's scaling) are constants
+    with a cheap guard each. Under dynamic=True Dynamo otherwise traces them as symbols, and once
+    AOTAutograd's scalar pass has them specialized (it restarts Dynamo), it still checks each one
+    a call through its Python shape guard and a float64 tensor made from it: the larger part of
+    Dynamo's own cost of dynamic=True, which every back end pays."""
+    fn = torch.compile(model, backend=own_backend("tritonize"), dynamic=True)
+    with torch._dynamo.config.patch(specialize_float=True), torch.no_grad():
+        fn(x)
+    return fn
 
 
 def automatic_dynamic(name, args):
@@ -459,8 +492,8 @@ def main(argv=None):
     print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}, {args.dtype}, batch {args.batch}")
     header = ["model", "seq", "eager ms", "inductor dyn ms", "tritonize static ms", "tritonize dyn ms",
-              "tritonize auto ms", "dyn/static", "dyn/inductor", "auto/static", "dynamo's dynamic us",
-              "(dyn - dynamo's) / static"]
+              "tritonize auto ms", "tritonize dyn, floats specialized ms", "dyn/static", "dyn/inductor",
+              "auto/static", "dyn floats specialized/static", "dynamo's dynamic us", "(dyn - dynamo's) / static"]
     rows, notes, text = [], [], []
     for name in args.models if args.lengths else []:
         model_rows, note = sequence_lengths(name, args)
