@@ -120,6 +120,23 @@ def build_llama(small):
     return transformers.LlamaForCausalLM(config)
 
 
+def build_llama_tied(small):
+    """A second Llama-family configuration (issue 23's generality check): another width, head
+    count, KV-head ratio (3 query heads a KV head) and vocabulary, and the LM head tied to the
+    embedding."""
+    transformers = require("transformers")
+    if small:
+        sizes = dict(vocab_size=320, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64)
+    else:
+        sizes = dict(vocab_size=49152, hidden_size=768, intermediate_size=2048,
+                     num_hidden_layers=6, num_attention_heads=12, num_key_value_heads=4,
+                     max_position_embeddings=2048)
+    config = transformers.LlamaConfig(attention_dropout=0.0, use_cache=False,
+                                      tie_word_embeddings=True, **sizes)
+    return transformers.LlamaForCausalLM(config)
+
+
 # ----------------------------------------------------------------------------- vision
 
 
@@ -245,6 +262,10 @@ SPECS = [
     ModelSpec("llama", "transformers", build_llama, token_inputs(32000, 512, 256, 32),
               {"inference": 8, "training": 4},
               "Llama-style decoder, 8 layers, 1024 wide, GQA 16/8 heads, seq 512",
+              ("transformers.models.llama.modeling_llama",)),
+    ModelSpec("llama_tied", "transformers", build_llama_tied, token_inputs(49152, 512, 320, 32),
+              {"inference": 8, "training": 4},
+              "Llama-family decoder, 6 layers, 768 wide, GQA 12/4 heads, tied LM head, vocab 49152, seq 512",
               ("transformers.models.llama.modeling_llama",)),
     ModelSpec("resnet50", "torchvision", build_resnet50, image_inputs, IMAGE_BATCH,
               "torchvision ResNet-50, 224x224 (small: ResNet-18 on 32x32)"),
