@@ -99,6 +99,16 @@ def assert_measured_with_warm_call(output, models):
         assert float(row[6]) > 0 and row[-2] == "ok", output  # warm call s; accuracy verdict
 
 
+def test_model_suite_repeats_passes_and_keeps_one_row_per_back_end():
+    """--repeat 2: two passes over the back ends in turn; the table has one row each."""
+    output = run_model_suite("--models", "mlp", "--backends", "eager,tritonize", "--repeat", "2")
+    assert "mlp inference: pass 2 of 2" in output, output
+    final = output[output.rindex("model  "):]
+    rows = table_rows(final, ["mlp"])
+    assert [row[2] for row in rows] == ["eager", "tritonize"], final
+    assert rows[1][-1].startswith("ok") or rows[1][-2] == "ok", final
+
+
 def test_model_suite_forks_workers_on_cpu():
     """The default path on Linux: workers forked from the suite process, warm-cache workers
     included, each reporting its phases up to being reaped."""
