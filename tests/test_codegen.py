@@ -1,6 +1,7 @@
 """Kernel source decisions that do not need a run: masks, index width, tiling, dedup."""
 import re
 
+import pytest
 import sympy
 import torch
 
@@ -72,6 +73,28 @@ def test_identical_kernels_are_defined_once(device):
     name = report.kernels[0].name
     launches = re.findall(rf"^    {name}(?:\.launch)?\(", report.wrapper, flags=re.M)  # .launch on the GPU
     assert len(launches) == 2, report.wrapper
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_products_are_not_checked_for_a_layout_they_always_have(device, dynamic):
+    """mm, addmm and bmm return new contiguous tensors: the wrapper does not check their layout
+    a call (an ensure_layout a product); the values and strides are eager's."""
+    def fn(a, w, bias, b3, c3):
+        x = torch.addmm(bias, a.sin(), w) @ w.t()
+        return x.relu(), torch.bmm(b3.cos(), c3).sin()
+
+    args = [torch.randn(*shape, device=device) for shape in ((6, 8), (8, 8), (8,), (2, 6, 8), (2, 8, 4))]
+    saved = [a.clone() for a in args]
+    _, report = tritonize.run_and_explain(fn, *args, dynamic=dynamic)
+    products = [line for line in report.wrapper.splitlines() if re.search(r"aten\.(mm|addmm|bmm)\.default", line)]
+    assert len(products) == 3, report.wrapper
+    assert "ensure_layout(" not in report.wrapper, report.wrapper
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="tritonize", dynamic=dynamic)
+    for actual, expected in zip(compiled(*args), fn(*saved)):
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
+    assert all(torch.equal(a, b) for a, b in zip(args, saved))
 
 
 def test_cuda_wrappers_allocate_on_the_graphs_device_without_parsing_a_device_argument():

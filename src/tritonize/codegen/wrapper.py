@@ -18,7 +18,8 @@ import re
 import sympy
 import torch
 
-from ..ir.nodes import ExternCall, GraphIR, HostValueBuffer, OpaqueInput, TensorArg
+from ..ir.nodes import ExternCall, GraphIR, HostValueBuffer, OpaqueInput, TensorArg, contiguous_strides
+from ..ir.sizes import same_strides
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
@@ -30,6 +31,9 @@ from .user_kernel import user_kernel_lines
 
 aten = torch.ops.aten
 PADDABLE_MATMULS = {aten.mm.default: 1, aten.addmm.default: 2}  # -> position of b ([K, N])
+# aten ops whose result is always a new tensor in contiguous strides, whatever their arguments'
+# layouts (cuBLAS computes into another layout and copies back where it must)
+CONTIGUOUS_RESULTS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default})
 MIN_PADDED_MATMUL_MACS = 1 << 28  # M*N*K; smaller products: the copies would cost more than they save
 
 
@@ -304,7 +308,7 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool
                 args.append("pads=pads")
             return [f"    {out.name} = matmul_aligned({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}", *_after_lines(call, out.name)]
-        if call.kind not in ("alloc", "seed"):  # fresh tensors of the planned layout
+        if call.kind not in ("alloc", "seed") and not _contiguous_as_planned(call, out):
             result = _resolved(out.name, call.outputs[0])
             lines.append(f"    {out.name} = ensure_layout({result}, {sizes_text(out.layout.size)}, "
                          f"{sizes_text(out.layout.stride)})")
@@ -319,6 +323,14 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool
                      f"{sizes_text(out.buffer.layout.stride)})")
     lines.append(f"    del {call.name}")
     return lines
+
+
+def _contiguous_as_planned(call: ExternCall, out) -> bool:
+    """A result that needs no layout check: the graph plans it contiguous and the op always
+    returns a new contiguous tensor (a check a call per product: 48 a GPT-2 step)."""
+    layout = out.layout
+    return (call.kind == "extern" and call.target in CONTIGUOUS_RESULTS and not call.outputs[0].neg_bit
+            and same_strides(layout.size, layout.stride, contiguous_strides(layout.size)))
 
 
 def _after_lines(call: ExternCall, result: str) -> list[str]:
