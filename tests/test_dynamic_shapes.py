@@ -443,9 +443,13 @@ def test_a_channels_last_stride_with_max_inside_a_product_keeps_its_layout():
         batch, channels, length = x.shape
         width = length - 2  # at least 0, as far as the ShapeEnv knows
         out = torch.empty_strided((batch, channels, width), (channels * torch.sym_max(1, width), 1, channels))
+        # a size that is itself Max(1, n) has elements at n = 0: its Max stays in the strides
+        kept = torch.sym_max(1, width)
+        floor = torch.empty_strided((batch, channels, kept), (channels * kept, 1, channels))
     c, w = symbolic_size((channels, width))
     assert "Max" in str(symbolic_size(out.stride())[0])  # the ShapeEnv cannot drop it by itself
     assert dense_strides(out) == (c * w, 1, c)
+    assert dense_strides(floor) == symbolic_size(floor.stride())
 
 
 def test_min_and_max_of_sizes_print_as_builtins():

@@ -69,19 +69,23 @@ def _without_decided_extrema(expr: sympy.Expr, shape_env) -> sympy.Expr:
     return expr.replace(lambda e: isinstance(e, maxima + minima), decided)
 
 
-def without_max_one(stride: Size) -> Size:
+def without_max_one(stride: Size, sizes=()) -> Size:
     """torch writes the stride past a dim of size n as Max(1, n) where n may be 0 (a
     data-dependent size, or a difference such as s0 - s1 + 3 whose sign no guard settled): the
-    same layout as n for every size with elements. Inside products too (s2*Max(1, s0 - s1 + 3),
-    a channels-last stride of a convolution's output traced on CUDA)."""
+    same layout as n for every size with elements, since n = 0 leaves the tensor empty. So a
+    Max(1, n) is dropped, inside products too (s2*Max(1, s0 - s1 + 3), a channels-last stride of
+    a convolution's output traced on CUDA), where n is one of the tensor's `sizes`. Not where n is
+    not: a size that is itself Max(1, n) keeps elements at n = 0, where n would be a stride of 0."""
     if not isinstance(stride, sympy.Basic):
         return stride
     maxima = _extrema()[0::2]
+    own = {n for n in sizes if isinstance(n, sympy.Basic)}
 
-    def max_of_one(e) -> bool:
-        return isinstance(e, maxima) and len(e.args) == 2 and sympy.Integer(1) in e.args
+    def of_own_size(e) -> bool:
+        return (isinstance(e, maxima) and len(e.args) == 2 and sympy.Integer(1) in e.args
+                and next(a for a in e.args if a != 1) in own)
 
-    return stride.replace(max_of_one, lambda e: next(a for a in e.args if a != 1))
+    return stride.replace(of_own_size, lambda e: next(a for a in e.args if a != 1))
 
 
 def _extrema() -> tuple:

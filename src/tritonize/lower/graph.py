@@ -452,7 +452,7 @@ def dense_strides(meta: torch.Tensor):
     """meta's strides if they describe a dense, non-overlapping layout; else contiguous strides.
     Symbolic strides are ordered by their example values and must then match exactly."""
     size = symbolic_size(meta.shape)
-    stride = tuple(without_max_one(s) for s in symbolic_size(meta.stride()))
+    stride = tuple(without_max_one(s, size) for s in symbolic_size(meta.stride()))
     hints = [example_value(s, fallback=UNBACKED_GUESS) for s in meta.stride()]
     order = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: hints[k])
     expected = 1
