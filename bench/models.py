@@ -351,8 +351,9 @@ def write_profile_page(args, workload) -> None:
 # ============================================================================ parent side
 
 
-def worker_options(args, model, mode, backend, first_call_only=False, also_eager=False):
-    """The worker's command-line options for one (model, mode, back end)."""
+def worker_options(args, model, mode, backend, first_call_only=False, also_eager=False, attempt=0):
+    """The worker's command-line options for one (model, mode, back end); the profile page
+    (--html-dir) from the first --repeat pass only."""
     options = ["--worker", "--models", model, "--mode", mode, "--backends", backend,
                "--device", args.device, "--warmup", str(args.warmup), "--iters", str(args.iters),
                "--rounds", str(args.rounds)]
@@ -360,7 +361,7 @@ def worker_options(args, model, mode, backend, first_call_only=False, also_eager
         options.append("--small")
     if args.batch:
         options += ["--batch", str(args.batch)]
-    if args.html_dir:
+    if args.html_dir and attempt == 0:
         options += ["--html-dir", args.html_dir]
     if first_call_only:
         options.append("--first-call-only")
@@ -436,20 +437,21 @@ def prepare_workers(args, models):
                                   f"{seconds:.1f} s; {workers.thread_note()})")
 
 
-def run_one(args, model, mode, backend, also_eager=False):
-    """One back end's row (its worker and, unless --skip-warm, the warm-cache worker). With
-    also_eager the worker measures the eager row too, under the key "eager" (one process less)."""
+def run_one(args, model, mode, backend, also_eager=False, attempt=0):
+    """One back end's row (its worker and, unless --skip-warm or in a later --repeat pass, the
+    warm-cache worker). With also_eager the worker measures the eager row too, under the key
+    "eager" (one process less)."""
     package = model_zoo.SPECS_BY_NAME[model].package
     start = time.perf_counter()
-    tag = f"{model}-{mode}-{backend}"
+    tag = f"{model}-{mode}-{backend}" + (f"-pass{attempt + 1}" if args.repeat > 1 else "")
     if not model_zoo.package_available(package):
         result = {"error": f"fails: missing package {package}"}
     else:
         result = run_worker_process(
-            args, worker_options(args, model, mode, backend, also_eager=also_eager), tag)
+            args, worker_options(args, model, mode, backend, also_eager=also_eager, attempt=attempt), tag)
     if also_eager:
         result.setdefault("eager", {"error": result.get("error", "fails: eager not measured")})
-    if backend != "eager" and "error" not in result and not args.skip_warm:
+    if backend != "eager" and "error" not in result and not args.skip_warm and attempt == 0:
         warm = run_worker_process(
             args, worker_options(args, model, mode, backend, first_call_only=True), tag + "-warm")
         result["warm_call_s"] = warm.get("warm_call_s", warm.get("error", "fails"))
@@ -539,7 +541,7 @@ def print_phases(label, phases):
               flush=True)
 
 
-def measure_backends(args, model, mode, backends) -> list:
+def measure_backends(args, model, mode, backends, attempt=0) -> list:
     """[(back end, result)] of one pass over the back ends for (model, mode), each row printed
     as it is measured. Eager is measured inside the first compiled back end's worker when
     there is one."""
@@ -547,7 +549,8 @@ def measure_backends(args, model, mode, backends) -> list:
     eager_inside = "eager" in backends and bool(compiled)
     found = {}
     for backend in compiled if eager_inside else backends:
-        result = run_one(args, model, mode, backend, also_eager=eager_inside and backend == compiled[0])
+        result = run_one(args, model, mode, backend, also_eager=eager_inside and backend == compiled[0],
+                         attempt=attempt)
         measured = [("eager", result.pop("eager")), (backend, result)] if "eager" in result else [(backend, result)]
         for name, value in measured:
             found[name] = value
@@ -561,14 +564,23 @@ def measure_backends(args, model, mode, backends) -> list:
 
 
 def fastest_of(values: list) -> dict:
-    """One row from a back end's passes (--repeat): the first pass's result (its first call is
-    the cold one), with the fastest pass's step time. A pass that failed counts only if all did."""
-    good = [v for v in values if "error" not in v and isinstance(v.get("step_s"), float)]
-    if not good:
+    """One row from a back end's passes (--repeat): the first good pass's fields (the first pass's
+    first call is the cold one), the fastest step time among the good passes (no error, no
+    MISMATCH), and each other pass's failure or verdict noted in the accuracy cell."""
+    def good(value):
+        return "error" not in value and not str(value.get("accuracy", "")).startswith("MISMATCH")
+
+    kept = [v for v in values if good(v)]
+    if not kept:
         return values[0]
-    merged = dict(good[0])
-    merged["step_s"] = min(v["step_s"] for v in good)
-    merged["wall_s"] = sum(v.get("wall_s") or 0.0 for v in values)
+    merged = dict(kept[0])
+    merged["step_s"] = min(v["step_s"] for v in kept)
+    walls = [v["wall_s"] for v in values if isinstance(v.get("wall_s"), float)]
+    if walls:
+        merged["wall_s"] = sum(walls)
+    notes = [f"pass {i + 1}: {v.get('error') or v.get('accuracy')}" for i, v in enumerate(values) if not good(v)]
+    if notes:
+        merged["accuracy"] = "; ".join([str(merged["accuracy"])] + notes)
     return merged
 
 
@@ -587,7 +599,7 @@ def run_suite(args, models, modes, backends):
                 for attempt in range(args.repeat):
                     if args.repeat > 1:
                         print(f"  {model} {mode}: pass {attempt + 1} of {args.repeat}", flush=True)
-                    for name, value in measure_backends(args, model, mode, backends):
+                    for name, value in measure_backends(args, model, mode, backends, attempt):
                         runs.setdefault(name, []).append(value)
                 for name, values in sorted(runs.items(), key=lambda item: item[0] != "eager"):
                     results[(model, mode, name)] = fastest_of(values)

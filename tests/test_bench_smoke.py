@@ -109,6 +109,23 @@ def test_model_suite_repeats_passes_and_keeps_one_row_per_back_end():
     assert rows[1][-1].startswith("ok") or rows[1][-2] == "ok", final
 
 
+def test_repeated_passes_keep_the_fastest_good_step_and_note_the_others():
+    """--repeat's merge: the first good pass's fields, the fastest step among the good passes; a
+    pass that failed or did not match eager is never the row's time, and the row says so."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import models
+
+    ok = {"step_s": 0.004, "first_call_s": 9.0, "accuracy": "ok cos=1.0000", "wall_s": 20.0}
+    faster_ok = {"step_s": 0.003, "first_call_s": 2.0, "accuracy": "ok cos=1.0000", "wall_s": 10.0}
+    mismatch = {"step_s": 0.001, "first_call_s": 2.0, "accuracy": "MISMATCH cos=0.5000", "wall_s": 10.0}
+    merged = models.fastest_of([ok, mismatch, faster_ok, {"error": "fails: timeout"}])
+    assert merged["step_s"] == 0.003 and merged["first_call_s"] == 9.0 and merged["wall_s"] == 40.0
+    assert merged["accuracy"] == "ok cos=1.0000; pass 2: MISMATCH cos=0.5000; pass 4: fails: timeout"
+    assert models.fastest_of([mismatch, {"error": "x"}]) is mismatch
+    eager = {"step_s": 0.01, "first_call_s": 0.1, "accuracy": "ref"}
+    assert "wall_s" not in models.fastest_of([eager, dict(eager, step_s=0.02)])
+
+
 def test_model_suite_forks_workers_on_cpu():
     """The default path on Linux: workers forked from the suite process, warm-cache workers
     included, each reporting its phases up to being reaped."""
