@@ -488,6 +488,40 @@ def test_cross_entropy_backward_is_one_kernel_with_symbolic_sizes(device):
     assert len(backward.kernels) == 1 and not backward.fallbacks, [k.name for k in backward.kernels]
 
 
+def _saved_storages(output, inputs) -> list:
+    """Bytes of each storage the compiled forward saved for the backward, inputs left out."""
+    node = output.grad_fn
+    while "CompiledFunction" not in type(node).__name__:
+        node = node.next_functions[0][0]
+    known = {t.untyped_storage().data_ptr() for t in inputs}
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in node.saved_tensors}
+    return sorted(n for ptr, n in storages.items() if ptr not in known)
+
+
+def test_a_tanh_the_backward_can_recompute_is_not_saved(device):
+    """GPT-2's GELU: tanh's backward reads tanh's result through a detach. Kept as detach, the
+    min-cut partition would not recompute through it and saved the (tokens x 3072) tanh besides
+    the product it comes from: 288 MiB more than Inductor in GPT-2's training step (batch 8 x
+    512). detach now decomposes to alias, as for Inductor: the forward saves the product and the
+    GELU's result (which the second product's weight gradient reads), nothing else."""
+    def mlp(x, w1, b1, w2):
+        h = torch.addmm(b1, x, w1)
+        return (0.5 * h * (1.0 + torch.tanh(0.79788456 * (h + 0.044715 * torch.pow(h, 3.0))))) @ w2
+
+    torch.manual_seed(0)
+    x = torch.randn(48, 64, device=device)
+    weights = [torch.randn(64, 256, device=device), torch.randn(256, device=device), torch.randn(256, 64, device=device)]
+    compiled_weights = [w.clone().requires_grad_() for w in weights]
+    eager_weights = [w.clone().requires_grad_() for w in weights]
+    torch._dynamo.reset()
+    out = torch.compile(mlp, backend="tritonize")(x, *compiled_weights)
+    assert _saved_storages(out, [x, *compiled_weights]) == [48 * 256 * 4] * 2
+    out.square().sum().backward()
+    mlp(x, *eager_weights).square().sum().backward()
+    for compiled, eager in zip(compiled_weights, eager_weights):
+        torch.testing.assert_close(compiled.grad, eager.grad, rtol=1e-4, atol=1e-3)
+
+
 @torch.library.custom_op("tritonize_test::noisy", mutates_args=())
 def _noisy(x: torch.Tensor) -> torch.Tensor:
     return x + torch.randn_like(x)

@@ -19,7 +19,7 @@ aten = torch.ops.aten
 KEEP = [aten.clamp_min, aten.clamp_max, aten.floor_divide, aten.frac, aten.zeros, aten.ones,
         aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros, aten.new_ones,
         aten.new_empty, aten.arange, aten.isfinite, aten.fill, aten.t, aten.transpose,
-        aten.squeeze, aten.detach, aten.clip,
+        aten.squeeze, aten.clip,
         # var_mean's mean comes from its variance's passes (lower/reductions.py), not sum / n;
         # its default and dim overloads are composite and arrive as var_mean.correction
         aten.var_mean,

@@ -196,9 +196,24 @@ def _lower_call(ctx, node, env):
         else:
             if isinstance(value, TensorValue):
                 value = dataclasses.replace(value, origins=_origins(args, node))
-                return ctx.maybe_realize_shared(value, len(node.users), _readers_from_memory(node))
+                return ctx.maybe_realize_shared(value, _data_readers(node), _readers_from_memory(node))
             return value
     return _call_through_aten(ctx, node, (args, kwargs), reason)
+
+
+# Ops that take a tensor for its size, dtype, device and layout only, not its elements.
+LIKE_OPS = {aten.zeros_like, aten.ones_like, aten.empty_like, aten.full_like, aten.rand_like, aten.randn_like,
+            aten.randint_like, aten.new_zeros, aten.new_ones, aten.new_empty, aten.new_full, aten.new_empty_strided,
+            aten.sym_size, aten.sym_stride, aten.sym_numel, aten.sym_storage_offset}
+
+
+def _data_readers(node) -> int:
+    """The node's users that read its elements: not zeros_like(x) and its kin, which read its
+    size and layout only. (A backward recomputing log_softmax took zeros_like(it) for a second
+    reader, and stored it in a kernel of its own.)"""
+    return sum(1 for user in node.users
+               if getattr(user.target, "overloadpacket", None) not in LIKE_OPS or node in user.args[1:]
+               or node in user.kwargs.values())
 
 
 def _readers_from_memory(node) -> int:
