@@ -235,7 +235,7 @@ def test_compile_pool_bench_runs_on_cpu():
 
 def test_gpu_only_benches_import():
     """launch_overhead.py and autotune_check.py need CUDA; here they must at least load."""
-    for script in ("launch_overhead.py", "autotune_check.py"):
+    for script in ("launch_overhead.py", "autotune_check.py", "saved_tensors.py"):
         result = subprocess.run([sys.executable, os.path.join(REPO, "bench", script), "--help"], cwd=REPO,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "usage" in result.stdout, result.stderr
