@@ -108,8 +108,9 @@ def float_inputs(gm) -> int:
 
 def replaying_backend():
     """A back end that runs each graph once and then returns those outputs at every call: timed,
-    it measures what Dynamo itself costs a call (guards, and under dynamic=True the float
-    attributes it passes as float64 tensors made at each call), which every back end pays."""
+    it measures what Dynamo itself costs a call (its guards; under dynamic=True above all those of
+    the float attributes AOTAutograd had specialized, see floats_specialized), which every back
+    end pays."""
     def backend(gm, example_inputs, **kwargs):
         backend.float_inputs.append(float_inputs(gm))
         outputs = []

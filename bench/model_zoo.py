@@ -106,35 +106,30 @@ def build_bert(small):
     return transformers.BertForMaskedLM(config)
 
 
-def build_llama(small):
+def _llama(sizes: dict, tied: bool):
     transformers = require("transformers")
-    if small:
-        sizes = dict(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    else:
-        sizes = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                     num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=8,
-                     max_position_embeddings=2048)
     config = transformers.LlamaConfig(attention_dropout=0.0, use_cache=False,
-                                      tie_word_embeddings=False, **sizes)
+                                      tie_word_embeddings=tied, **sizes)
     return transformers.LlamaForCausalLM(config)
+
+
+def build_llama(small):
+    if small:
+        return _llama(dict(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64), False)
+    return _llama(dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                       num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048), False)
 
 
 def build_llama_tied(small):
     """A second Llama-family configuration (issue 23's generality check): another width, head
     count, KV-head ratio (3 query heads a KV head) and vocabulary, and the LM head tied to the
     embedding."""
-    transformers = require("transformers")
     if small:
-        sizes = dict(vocab_size=320, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
-                     num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64)
-    else:
-        sizes = dict(vocab_size=49152, hidden_size=768, intermediate_size=2048,
-                     num_hidden_layers=6, num_attention_heads=12, num_key_value_heads=4,
-                     max_position_embeddings=2048)
-    config = transformers.LlamaConfig(attention_dropout=0.0, use_cache=False,
-                                      tie_word_embeddings=True, **sizes)
-    return transformers.LlamaForCausalLM(config)
+        return _llama(dict(vocab_size=320, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+                           num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64), True)
+    return _llama(dict(vocab_size=49152, hidden_size=768, intermediate_size=2048, num_hidden_layers=6,
+                       num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048), True)
 
 
 # ----------------------------------------------------------------------------- vision
