@@ -5,11 +5,13 @@ on the GPU, each in a process of its own.
 
 Per model and back end: peak memory over 5 steps after WARM_STEPS steps (the state a training
 loop runs in: a backward's incoming gradient settles at one address after a few steps and is then
-read in place by a new recording, runtime/cuda_graphs.PROMOTE_AFTER) (torch.cuda.max_memory_allocated,
-weights included; and max_memory_reserved: what the process holds, graph pools included), and
-for reduce-overhead what the recordings hold for the program's life: their
-outputs (pool memory every replay writes; in training the forward's outputs are the activations
-saved for the backward) and their input buffers (copies of inputs whose address changes).
+read in place by a new recording, runtime/cuda_graphs.PROMOTE_AFTER): max_memory_reserved, what
+the process holds, graph pools included (the figure to compare), and max_memory_allocated (weights
+included; under reduce-overhead it leaves out the pool memory that replays hand out, which the
+allocator counts as free between captures: runtime/cuda_graph_pool.py). For reduce-overhead also
+the graph pool's size, the pool memory of the recordings' outputs (in training the forward's
+outputs are the activations saved for the backward) and their input buffers (copies of inputs
+whose address changes).
 The step is bench/models.py's (inference: forward under no_grad in bf16; training: autocast bf16,
 loss = output.float().square().mean(), backward). LOG_ADDRESSES=1 prints the addresses of each
 graph call's large inputs (which ones move from step to step) and the large copied inputs.
@@ -58,11 +60,14 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict
 
 
 def recording_bytes() -> dict:
-    from tritonize.runtime import cuda_graphs
+    from tritonize.runtime import cuda_graph_pool
 
-    outputs = buffers = count = 0
+    outputs = buffers = count = pool_bytes = 0
     copied = []
-    for pool in cuda_graphs._POOLS.values():
+    for pool in cuda_graph_pool._POOLS.values():
+        handle = pool.handle()
+        pool_bytes += sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
+                          if tuple(segment.get("segment_pool_id", ())) == tuple(handle))
         for recording in pool.recordings:
             count += 1
             outputs += sum(nbytes for _, nbytes, _ in recording.storages)
@@ -70,7 +75,7 @@ def recording_bytes() -> dict:
             copied += [f"{position}:{tuple(buffer.shape)}" for position, buffer in recording.copies
                        if buffer.untyped_storage().nbytes() > 2**20]
     print("copied inputs over 1 MiB: " + ", ".join(copied), file=sys.stderr)
-    return {"recordings": count, "outputs": outputs, "buffers": buffers}
+    return {"recordings": count, "outputs": outputs, "buffers": buffers, "pool": pool_bytes}
 
 
 def log_addresses() -> None:
@@ -114,9 +119,9 @@ def main():
             if os.environ.get("LOG_ADDRESSES"):
                 print("\n".join(line for line in done.stderr.splitlines() if "graph" in line or "copied" in line))
             mib = {k: f"{v / 2**20:.0f}" for k, v in r.items() if k != "recordings"}
-            rows.append((model, backend, mib["peak"], mib["reserved"], mib["allocated"], mib.get("outputs", "-"),
-                         mib.get("buffers", "-"), r.get("recordings", "-")))
-    headers = ["model", "backend", "peak MiB", "peak reserved MiB", "allocated after MiB",
+            rows.append((model, backend, mib["peak"], mib["reserved"], mib["allocated"], mib.get("pool", "-"),
+                         mib.get("outputs", "-"), mib.get("buffers", "-"), r.get("recordings", "-")))
+    headers = ["model", "backend", "peak allocated MiB", "peak reserved MiB", "allocated after MiB", "graph pool MiB",
                "recording outputs MiB", "input buffers MiB", "recordings"]
     print(common.format_markdown(headers, [row + ("",) * (len(headers) - len(row)) for row in rows]))
 

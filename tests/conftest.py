@@ -97,13 +97,13 @@ def cache(tmp_path, monkeypatch):
 
 @pytest.fixture(params=["repoint storages", "repoint tensors"])
 def repoint(request, monkeypatch):
-    """CUDA graphs: both ways of evacuating a kept output (runtime/cuda_graphs.evacuate): torch
+    """CUDA graphs: both ways of evacuating a kept output (runtime/cuda_graph_pool.evacuate): torch
     2.12+ re-points the storage; torch 2.11 can only re-point the tensors handed out (and copies
     from then on when the caller made views)."""
-    from tritonize.runtime import cuda_graphs
+    from tritonize.runtime import cuda_graph_pool
 
     if request.param == "repoint tensors":
-        monkeypatch.setattr(cuda_graphs, "REPOINT_STORAGES", False)
-    elif not cuda_graphs.REPOINT_STORAGES:
+        monkeypatch.setattr(cuda_graph_pool, "REPOINT_STORAGES", False)
+    elif not cuda_graph_pool.REPOINT_STORAGES:
         pytest.skip("this torch cannot re-point a storage")
     return request.param

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import warnings
+import weakref
 
 import torch
 
 import tritonize
 from tritonize.backend import make_backend
 from tritonize.cudagraphs.plan import capture_plan
-from tritonize.runtime import cuda_graphs
+from tritonize.runtime import cuda_graph_pool, cuda_graphs
 from helpers import assert_same
 
 
@@ -69,8 +70,8 @@ def test_kept_outputs_are_never_overwritten(device, repoint):
 
 def test_dropped_outputs_cost_no_copy(device, monkeypatch, repoint):
     model, moved = mlp(device), []
-    real = cuda_graphs.evacuate
-    monkeypatch.setattr(cuda_graphs, "evacuate", lambda storage, refs: moved.append(1) or real(storage, refs))
+    real = cuda_graph_pool.evacuate
+    monkeypatch.setattr(cuda_graph_pool, "evacuate", lambda storage, refs: moved.append(1) or real(storage, refs))
     f = compiled(model, device)
     with torch.no_grad():
         for step in range(5):
@@ -293,7 +294,7 @@ def test_recordings_leave_the_pool_with_their_graph(device):
     import gc
 
     model = mlp(device)
-    pool = cuda_graphs.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
+    pool = cuda_graph_pool.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
     torch._dynamo.reset()
     gc.collect()
     before = len(pool.recordings)
@@ -338,3 +339,67 @@ def test_a_compiled_optimizer_step_updates_parameters_as_eager(device):
     assert any(re.search(r"\b[1-9]\d* input mutation\(s\) inside the graph", note) for note in notes(recorder)), \
         notes(recorder)
 
+
+
+def test_a_replay_moves_only_held_outputs_outside_what_its_capture_left_alone(device, repoint):
+    """The pool's rule (runtime/cuda_graph_pool.py): before a replay, a handed-out storage the
+    caller holds is evacuated unless it lay in memory live through the replay's whole capture;
+    one the caller dropped is forgotten. Evacuated tensors keep their values."""
+    pool = cuda_graph_pool.GraphPool("fake", torch.device(device))
+
+    class Owner:
+        copy_out = False
+
+    owner = Owner()
+    memory = [torch.arange(4.0, device=device) + 10 * i for i in range(3)]
+    handed = []
+    for m in memory:
+        storage = cuda_graph_pool.storage_over(m.untyped_storage().data_ptr(), m.untyped_storage().nbytes(),
+                                               m.device)
+        tensor = cuda_graph_pool.tensor_on(storage, cuda_graph_pool.tensor_meta(m))
+        pool.hand_out(storage, [weakref.ref(tensor)], owner)
+        handed.append(tensor)
+    del storage, tensor
+    inside, outside, dropped = handed
+    del handed
+    kept = frozenset({(memory[0].data_ptr(), memory[0].untyped_storage().nbytes())})
+    del dropped
+    assert pool.before_replay(kept)
+    assert inside.data_ptr() == memory[0].data_ptr()
+    assert outside.data_ptr() != memory[1].data_ptr()
+    assert_same(outside, torch.arange(4.0, device=device) + 10)
+    memory[1].fill_(-1)  # what a replay writes there no longer reaches the caller's tensor
+    assert_same(outside, torch.arange(4.0, device=device) + 10)
+    assert [h.ptr for h in pool.handed] == [memory[0].data_ptr()]
+    assert not owner.copy_out
+
+
+def test_the_backwards_capture_frees_saved_activations_after_their_last_read(device):
+    """Training under reduce-overhead: where the pool reuses memory (CUDA), the saved activations
+    reach the backward's capture without the caller's reference, die after their last read and
+    give their memory to the backward; gradients match eager's at every step, and outputs the
+    caller keeps across steps keep their values."""
+    torch.manual_seed(0)
+    model, reference = mlp(device), mlp(device)
+    recorder = []
+    f = compiled(model, device, recorder)
+    kept = []
+    for step in range(6):
+        x = torch.randn(4, 16, device=device)
+        for net, call in ((model, f), (reference, reference)):
+            net.zero_grad()
+            out = call(x)
+            out.square().mean().backward()
+            if net is model:
+                kept.append((out.detach(), reference(x).detach()))
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+    for out, expected in kept:
+        assert_same(out, expected, atol=1e-5, rtol=1e-4)
+    backward_notes = [note for art in recorder if art != "graph" and art.role == "backward" for note in art.notes]
+    freed = [int(re.search(r"(\d+) freed inside", note).group(1)) for note in backward_notes
+             if "freed inside the graph" in note]
+    if device == "cpu":  # FakeCapture keeps its inputs: no reuse
+        assert not freed, backward_notes
+    else:
+        assert freed and min(freed) > 0, backward_notes

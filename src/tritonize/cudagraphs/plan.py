@@ -17,7 +17,8 @@ from ..errors import Unsupported
 from ..ir.sizes import has_symbolic_sizes
 from ..pipeline import graph_device as graph_device_kind
 from ..runtime.cuda_graph_buckets import Padder
-from ..runtime.cuda_graphs import CapturePlan, GraphRunner, pool_for
+from ..runtime.cuda_graph_pool import pool_for
+from ..runtime.cuda_graphs import CapturePlan, GraphRunner
 from .padding import padding_plan
 
 CAPTURING_MODES = ("reduce-overhead",)

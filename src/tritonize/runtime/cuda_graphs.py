@@ -27,18 +27,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import warnings
 import weakref
 
 import torch
 
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from . import cuda_graph_pool as memory
 from .cuda_graph_buckets import Padder, cut, leading_region
+from .cuda_graph_pool import GraphPool, alias_of, copied, storage_over, tensor_meta, tensor_on
+from .wrapper_support import reserve_split_counters
 
 PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place
 MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
-# torch 2.12 and later can re-point a storage at other memory (every view follows); 2.11 cannot
-REPOINT_STORAGES = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -76,9 +78,11 @@ class CudaCapture:
         once the graph is recorded (as Inductor's cudagraph trees do)."""
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
+        capturing = torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local")
+        reserve_split_counters(torch.cuda.current_device(), capturing.capture_stream.cuda_stream)
         torch._C._cuda_clearCublasWorkspaces()
         try:
-            with torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local"):
+            with capturing:
                 outputs = run()
         finally:
             torch._C._cuda_clearCublasWorkspaces()
@@ -114,59 +118,6 @@ class FakeCapture:
 
 
 # ----------------------------------------------------------------------------- outputs
-
-
-def storage_over(data_ptr: int, nbytes: int, device: torch.device):
-    """A new storage object over memory it does not own."""
-    return torch._C._construct_storage_from_data_pointer(data_ptr, device, nbytes)
-
-
-def tensor_on(storage, meta: dict) -> torch.Tensor:
-    if meta["device"].type == "cuda":
-        return torch._C._construct_CUDA_Tensor_From_Storage_And_Metadata(meta, storage)
-    return torch.empty(0, dtype=meta["dtype"], device=meta["device"]).set_(
-        storage, meta["storage_offset"], meta["size"], meta["stride"])
-
-
-def tensor_meta(x: torch.Tensor) -> dict:
-    """What `tensor_on` needs to build a tensor like x over another storage."""
-    return {"size": tuple(x.shape), "stride": tuple(x.stride()), "dtype": x.dtype, "device": x.device,
-            "storage_offset": x.storage_offset()}
-
-
-def alias_of(x: torch.Tensor) -> torch.Tensor:
-    """The same memory through a storage of our own, which does not count as the caller's."""
-    storage = x.untyped_storage()
-    return tensor_on(storage_over(storage.data_ptr(), storage.nbytes(), x.device), tensor_meta(x))
-
-
-def held_by_caller(storage) -> bool:
-    """True while a tensor other than our own reference uses this storage."""
-    return torch._C._storage_Use_Count(storage._cdata) > 1
-
-
-def evacuate(storage, tensors) -> bool:
-    """Move a handed-out storage's bytes out of pool memory, so that a replay cannot overwrite
-    them: copy them to fresh memory and re-point the storage (so every view of it follows) with
-    torch's `_swap_data_ptr_`. Where torch lacks it (2.11), re-point the tensors we handed out
-    (`tensors`: weak references) with `.data`, which works only when the caller made no views of
-    its own. False when neither can be done."""
-    if REPOINT_STORAGES:
-        storage._swap_data_ptr_(_copied(storage))
-        return True
-    alive = [t for t in (ref() for ref in tensors) if t is not None]
-    if torch._C._storage_Use_Count(storage._cdata) != 1 + len(alive):
-        return False
-    fresh = _copied(storage)
-    for t in alive:
-        t.data = tensor_on(fresh, tensor_meta(t))
-    return True
-
-
-def _copied(storage):
-    fresh = torch.empty(storage.nbytes(), dtype=torch.uint8, device=storage.device).untyped_storage()
-    fresh.copy_(storage)
-    return fresh
 
 
 @dataclasses.dataclass
@@ -210,20 +161,21 @@ def _describe_outputs(outputs, inputs, mutated: dict):
 
 
 class Recording:
-    """One captured graph for one size key: its inputs, its outputs, and what it handed out."""
+    """One captured graph for one size key: its inputs, its outputs, and the pool memory its
+    replays leave alone."""
 
-    def __init__(self, capture, order: int, fixed: list, fixed_ptrs: list, copies: list, specs: list,
-                 storages: list, kept_outputs, inputs: list):
+    def __init__(self, capture, fixed: list, fixed_ptrs: list, copies: list, specs: list,
+                 storages: list, inputs: list):
         self.capture = capture
-        self.order = order  # capture sequence in the pool
         self.fixed = fixed  # input positions read in place
         self.fixed_ptrs = fixed_ptrs  # their addresses
         self.copies = copies  # [(input position, our buffer)]
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
-        self.kept_outputs = kept_outputs  # keeps that memory ours
-        self.inputs = inputs  # what the capture read (keeps our buffers and fixed inputs alive)
-        self.handed: list = []  # [(storage, [weak references to its tensors])] handed out by the last replay
+        self.inputs = inputs  # what the capture read (our buffers; fixed inputs through our own aliases)
+        self.kept = frozenset()  # (data_ptr, nbytes) of handed-out storages live through the whole capture
+        self.checkpoint = None  # the pool's allocator state after the capture (CUDA, memory reused)
+        self.kept_outputs = None  # the capture's outputs, where the pool keeps them (FakeCapture)
         self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
         self.reads_args = [spec.a for spec in specs if spec.kind in ("mutated", "input")]  # outputs built from inputs
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
@@ -260,29 +212,19 @@ class Recording:
     def owns(self, data_ptr: int) -> bool:
         return any(start <= data_ptr < start + nbytes for start, nbytes, _ in self.storages)
 
-    def protect_outputs(self) -> bool:
-        """Evacuate what the caller still holds from the last replay and forget the rest. False
-        when a held storage could not be evacuated: it stays listed, and this recording hands out
-        copies from now on."""
-        stuck = [(storage, refs) for storage, refs in self.handed
-                 if held_by_caller(storage) and not evacuate(storage, refs)]
-        self.handed = stuck
-        self.copy_out = self.copy_out or bool(stuck)
-        return not stuck
-
-    def outputs_for(self, args, metas: dict | None = None) -> list:
-        """This replay's outputs; `metas`: output position -> metadata at a smaller size (a padded
-        call's: cut_metas)."""
+    def outputs_for(self, pool: GraphPool, args, metas: dict | None = None) -> list:
+        """This replay's outputs, handed out through `pool`; `metas`: output position -> metadata at a
+        smaller size (a padded call's: cut_metas)."""
         storages = [storage_over(ptr, nbytes, device) for ptr, nbytes, device in self.storages]
         if self.copy_out:
-            storages = [_copied(storage) for storage in storages]
+            storages = [copied(storage) for storage in storages]
         refs = [[] for _ in storages]
         outputs = []
         for position, spec in enumerate(self.specs):
             if spec.kind == "pool":
                 meta = metas.get(position, spec.meta) if metas else spec.meta
                 tensor = tensor_on(storages[spec.a], meta)
-                if not REPOINT_STORAGES:  # (evacuate's route without storage re-pointing)
+                if not memory.REPOINT_STORAGES:  # (evacuate's route without storage re-pointing)
                     refs[spec.a].append(weakref.ref(tensor))
                 outputs.append(tensor)
             elif spec.kind == "mutated":
@@ -294,73 +236,9 @@ class Recording:
             else:
                 outputs.append(spec.a)
         if not self.copy_out:
-            self.handed += list(zip(storages, refs))
+            for storage, tensors in zip(storages, refs):
+                pool.hand_out(storage, tensors, self)
         return outputs
-
-
-class GraphPool:
-    """The recordings of one device, sharing one memory pool. A replay may overwrite memory that
-    its own capture freed; recordings captured later may have put their outputs there, so a
-    replay first protects its own outputs and theirs (`before_replay`)."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self._handle = None
-        self.recordings: list[Recording] = []
-        self.retired: list[Recording] = []
-        self._order = itertools.count()
-
-    def handle(self):
-        """The CUDA memory pool's id. torch frees a pool once no graph uses it, and a capture into
-        a freed pool's id fails an allocator assertion, so an emptied pool gets a new id."""
-        if self._handle is None and self.kind == "cuda":
-            self._handle = torch.cuda.graph_pool_handle()
-        return self._handle
-
-    def next_order(self) -> int:
-        return next(self._order)
-
-    def before_replay(self, recording: Recording) -> bool:
-        """Protect what this replay may overwrite; False when something held could not be moved
-        (the call then runs plain)."""
-        protected = True
-        for other in itertools.chain(self.recordings, self.retired):
-            if other.order >= recording.order and other.handed:
-                protected = other.protect_outputs() and protected
-        if self.retired:
-            self.retired = [r for r in self.retired if r.handed]
-        return protected
-
-    def resident(self, data_ptr: int) -> bool:
-        """True for memory a recording of this pool owns or reads in place."""
-        return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
-
-    def release(self, recordings: dict) -> None:
-        for recording in list(recordings.values()):
-            if recording in self.recordings:
-                self.drop(recording)
-        recordings.clear()
-
-    def drop(self, recording: Recording) -> None:
-        """Forget a recording. Its memory stays ours while the caller holds outputs we could not
-        move (they keep the recording's outputs alive through `retired`)."""
-        if not recording.protect_outputs():
-            self.retired.append(recording)
-        self.recordings.remove(recording)
-        if not self.recordings and not self.retired:
-            self._handle = None
-
-
-_POOLS: dict = {}  # (capture kind, device) -> GraphPool: one pool per device, as the allocator has
-
-
-def pool_for(kind: str, device: torch.device) -> GraphPool:
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    key = (kind, str(device))
-    if key not in _POOLS:
-        _POOLS[key] = GraphPool(kind)
-    return _POOLS[key]
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -440,7 +318,14 @@ class GraphRunner:
                     if pairs is not None and x.shape != buffer.shape:
                         buffer = recording.region(position, buffer, x.shape)
                     buffer.copy_(x)
-        if not self.pool.before_replay(recording):
+        if self.capture_kind == "cuda":
+            # The caller's fixed inputs may die now: a backward's saved activations, whose memory its
+            # capture reused after their last reads (our aliases of them serve a plain call)
+            reads = recording.reads_args
+            for position in recording.fixed:
+                if position not in reads:
+                    args[position] = recording.inputs[position]
+        if not self.pool.before_replay(recording.kept):
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
             return self._plain(args, pairs)
@@ -451,7 +336,9 @@ class GraphRunner:
             args.clear()
             args = kept
         recording.capture.replay()
-        outputs = recording.outputs_for(args, None if pairs is None else recording.cut_metas(self.padder, pairs))
+        self.pool.replayed(recording.checkpoint)
+        metas = None if pairs is None else recording.cut_metas(self.padder, pairs)
+        outputs = recording.outputs_for(self.pool, args, metas)
         if isinstance(args, list):
             args.clear()
         return outputs
@@ -505,36 +392,83 @@ class GraphRunner:
         problem = _uncapturable_input(args) if self.capture_kind == "cuda" else None
         if problem is not None:
             return self._refuse(problem, args, pairs)
-        fixed = self._fixed_positions(key, args)
-        copies, inputs = [], list(args)
-        with torch.no_grad():
-            for position, x in enumerate(args):
-                if isinstance(x, torch.Tensor) and position in fixed:
-                    inputs[position] = alias_of(x)  # holding the caller's storage would keep it "live"
-                elif isinstance(x, torch.Tensor):
-                    buffer = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-                    buffer.copy_(x)
-                    copies.append((position, buffer))
-                    inputs[position] = buffer
-        capture = CudaCapture(self.pool.handle()) if self.capture_kind == "cuda" else FakeCapture()
         try:
-            outputs = capture.record(functools.partial(run_writing_mutations, self.call, self.plan.mutations, inputs))
+            start = self.pool.before_capture()
+        except RuntimeError as err:
+            return self._refuse(f"memory: {err}", args, pairs)
+        fixed = self._fixed_positions(key, args)
+        copies, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start)
+        capture = CudaCapture(self.pool.handle()) if self.capture_kind == "cuda" else FakeCapture()
+        run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
+                                self.capture_kind == "cuda")
+        del capture_args
+        try:
+            outputs = capture.record(run)
         except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
             return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args, pairs)
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
-        specs, storages = _describe_outputs(outputs, inputs, self.mutated)
+        sources = self._take_back(args, inputs, handed_over)
+        specs, storages = _describe_outputs(outputs, sources, self.mutated)
         fixed = sorted(fixed)
-        recording = Recording(capture, self.pool.next_order(), fixed, [args[i].data_ptr() for i in fixed],
-                              copies, specs, storages, outputs, inputs)
+        recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
+        recording.kept = frozenset((h.ptr, h.nbytes) for h in start if h.held())
+        recording.checkpoint = self.pool.checkpoint([ptr for ptr, _, _ in storages], recording.kept)
+        if not self.pool.reuses_memory:
+            recording.kept_outputs = outputs  # (where memory is reused, the pool state says what is live)
+        del outputs
         grown = self.padder.grown if self.padder is not None else set()
         recording.watched = {position: [None, 0] for position, _ in copies
                              if position not in self.promoted.get(key, ()) and position not in grown}
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
         self.records_of[key] = self.records_of.get(key, 0) + 1
-        self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, "
-                          f"{len(copies)} copied")
+        freed = sum(ref.expired() for ref, _ in handed_over.values())
+        self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, {len(copies)} copied"
+                          + (f", {freed} freed inside the graph after their last read" if freed else ""))
         return self._replay(recording, args, pairs)
+
+    def _capture_inputs(self, args, fixed: set, start: list):
+        """What the recording keeps (`inputs`: our buffers for copied inputs, our aliases of fixed
+        ones), what the capture reads, and the fixed inputs handed over to the capture itself:
+        where the pool reuses memory, a fixed input that is a handed-out pool storage (a forward's
+        saved activation reaching the backward) is passed without the caller's reference, so the
+        capture frees it after its last read and reuses its memory ({position: (weak reference to
+        its storage, its metadata)})."""
+        in_pool = {h.ptr for h in start} if self.pool.reuses_memory else set()
+        mutated = set(self.mutated.values())
+        copies, inputs, handed_over = [], list(args), {}
+        with torch.no_grad():
+            for position, x in enumerate(args):
+                if not isinstance(x, torch.Tensor):
+                    continue
+                if position in fixed:
+                    inputs[position] = alias_of(x)  # holding the caller's storage would keep it "live"
+                    storage = x.untyped_storage()
+                    if storage.data_ptr() in in_pool and position not in mutated:
+                        handed_over[position] = (StorageWeakRef(storage), tensor_meta(x))
+                    continue
+                buffer = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+                buffer.copy_(x)
+                copies.append((position, buffer))
+                inputs[position] = buffer
+        capture_args = list(inputs)
+        for position in handed_over:
+            capture_args[position] = args[position]
+            args[position] = inputs[position]
+        return copies, inputs, capture_args, handed_over
+
+    @staticmethod
+    def _take_back(args, inputs: list, handed_over: dict) -> list:
+        """After a capture: a handed-over input that someone else kept alive goes back to args as
+        the caller's storage (an output may view it); one that died is no source of outputs (its
+        memory may hold one now). Returns what outputs are matched against (`_describe_outputs`)."""
+        sources = list(inputs)
+        for position, (ref, meta) in handed_over.items():
+            if ref.expired():
+                sources[position] = None
+            else:
+                args[position] = tensor_on(torch.UntypedStorage._new_with_weak_ptr(ref.cdata), meta)
+        return sources
 
     def _fixed_positions(self, key, args) -> set:
         """Inputs the recording reads in place (module text); never one that padding grows."""
@@ -556,12 +490,16 @@ class GraphRunner:
         return self._plain(args, pairs)
 
 
-def run_writing_mutations(call, mutations, inputs):
-    """What a recording captures: the wrapper, then each mutated input's new value written into it."""
-    outputs = call(list(inputs))
+def run_writing_mutations(call, mutations, inputs: list, hand_over: bool):
+    """What a recording captures: the wrapper, then each mutated input's new value written into it.
+    hand_over: the wrapper gets `inputs` itself (it empties the list, so an input it frees after
+    its last read dies there: a CUDA capture runs this once); otherwise a copy (FakeCapture runs
+    it at every replay)."""
+    targets = [(out_position, inputs[in_position]) for out_position, in_position in mutations]
+    outputs = call(inputs if hand_over else list(inputs))
     with torch.no_grad():
-        for out_position, in_position in mutations:
-            inputs[in_position].copy_(outputs[out_position])
+        for out_position, target in targets:
+            target.copy_(outputs[out_position])
     return outputs
 
 

@@ -112,6 +112,20 @@ def split_counters(count: int, like: torch.Tensor) -> torch.Tensor:
     return counters
 
 
+def reserve_split_counters(index: int, stream_id: int) -> None:
+    """Before a CUDA graph capture on stream `stream_id`: its counters, as many as the device's
+    largest, made now, outside the capture's memory pool (a buffer made inside would stay in the
+    pool for the program's life, which the pool's memory bookkeeping cannot restore around:
+    runtime/cuda_graph_pool.py)."""
+    size = max((c.numel() for (i, _), c in _COUNTERS.items() if i == index), default=0)
+    key = (index, stream_id)
+    current = _COUNTERS.get(key)
+    if size and (current is None or current.numel() < size):
+        if current is not None:
+            _OUTGROWN.append(current)
+        _COUNTERS[key] = torch.zeros((size,), dtype=torch.int32, device=torch.device("cuda", index))
+
+
 def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, **kwargs) -> torch.Tensor:
     """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) on operands whose rows all start at
     16-byte boundaries, returned dense. cuBLAS takes an unvectorized kernel when a leading
