@@ -352,3 +352,21 @@ def test_a_call_whose_buckets_break_a_guard_runs_at_its_own_sizes():
     assert padder.targets([torch.empty(6, 8)]) is None  # 8 * 8 > 40
     assert padder.targets([torch.empty(8, 4)]) is None  # a bucket already
 
+
+
+def test_a_padded_input_is_copied_even_where_it_lands_on_pool_memory(device, monkeypatch):
+    """A padded input is a fresh copy at every call: it is never read in place, even when its
+    copy happens to land at an address a recording of the pool reads (a stale recording's
+    input; seen on the GPU in a worker that ran other tests first)."""
+    from tritonize.runtime import cuda_graph_pool
+
+    monkeypatch.setattr(cuda_graph_pool.GraphPool, "resident", lambda self, ptr: True)
+    model, recorder = mlp(device), []
+    f = compiled(model, device, recorder)
+    with torch.no_grad():
+        for batch in (3, 5, 3, 6, 7, 8, 5):
+            x = torch.randn(batch, 16, device=device)
+            assert_same(f(x), model(x))
+    assert sorted(recorded_sizes(recorder)) == ["(4, (4, 16))", "(8, (8, 16))"], notes(recorder)
+    recorded = [note for note in notes(recorder) if note.startswith("CUDA graphs: recorded sizes")]
+    assert all(note.endswith("1 copied") for note in recorded), recorded

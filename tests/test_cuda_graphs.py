@@ -136,7 +136,9 @@ def test_moved_parameter_records_again(device):
 def test_a_copied_input_that_stops_moving_is_read_in_place(device):
     """An input that moved while the graph warmed up is copied; once it stays at one address for
     PROMOTE_AFTER calls the graph is recorded again reading it in place (its new contents count
-    at every call), and if it moves after all it is copied again."""
+    at every call), and if it moves after all it is copied again, and read in place again once it
+    settles (a backward's gradient moves once more when its buffer is freed), while the key has
+    records left."""
     def fn(x):
         return (x * 3).relu() + 1
 
@@ -155,6 +157,40 @@ def test_a_copied_input_that_stops_moving_is_read_in_place(device):
         assert_same(f(x), fn(x))
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
     assert recorded(recorder) == 3, notes(recorder)
+    settled = torch.randn(4, 6, device=device)  # it settles again, elsewhere: read in place again
+    for step in range(cuda_graphs.PROMOTE_AFTER + 2):
+        settled.normal_()
+        assert_same(f(settled), fn(settled))
+    assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), notes(recorder)
+    assert recorded(recorder) == 4, notes(recorder)
+    for x in kept + kept:  # the last record a key may take: copied from then on, never promoted
+        assert_same(f(x), fn(x))
+    for step in range(cuda_graphs.PROMOTE_AFTER + 2):
+        settled.normal_()
+        assert_same(f(settled), fn(settled))
+    assert recorded(recorder) == cuda_graphs.MAX_RECORDINGS_OF_A_KEY - 1, notes(recorder)
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+
+
+def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles(device):
+    """An input read in place because it stayed put while warming up moves: a plain call watches
+    where it settles, and the next recording reads it in place there (no buffer to copy into:
+    freeing such a buffer is what moves a backward's gradient); a second move copies it."""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    first, settled = torch.randn(4, 6, device=device), torch.randn(4, 6, device=device)
+    for x in (first, first, settled, settled, settled):
+        x.normal_()
+        assert_same(f(x), fn(x))
+    in_place = [note for note in notes(recorder) if note.startswith("CUDA graphs: recorded sizes")]
+    assert [note.endswith("1 input(s) in place, 0 copied") for note in in_place] == [True, True], in_place
+    for x in (first, settled):
+        x.normal_()
+        assert_same(f(x), fn(x))
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
 
 
 def test_one_recording_per_size_up_to_the_limit(device):
@@ -403,3 +439,30 @@ def test_the_backwards_capture_frees_saved_activations_after_their_last_read(dev
         assert not freed, backward_notes
     else:
         assert freed and min(freed) > 0, backward_notes
+
+
+def test_training_with_batch_norm_records_forward_and_backward(device):
+    """A training forward that mutates its inputs (batch norm's running statistics): the new
+    values the capture wrote into the inputs die after it, and the backward is still recorded
+    (on CUDA, restoring the pool's allocator state before its capture accounts for them).
+    Gradients and running statistics match eager's."""
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 4)).to(device)
+    reference = copy.deepcopy(model)
+    recorder = []
+    f = compiled(model, device, recorder)
+    for step in range(5):
+        x = torch.randn(2, 3, 8, 8, device=device)
+        for net, call in ((model, f), (reference, reference)):
+            net.zero_grad()
+            call(x).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-4, rtol=1e-3)
+        assert_same(model[1].running_mean, reference[1].running_mean, atol=1e-5, rtol=1e-4)
+    for art in recorder:
+        if art != "graph":
+            assert not any("off, every call" in note for note in art.notes), art.notes
+            assert any(note.startswith("CUDA graphs: recorded sizes") for note in art.notes), art.notes

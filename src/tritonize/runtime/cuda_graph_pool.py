@@ -208,12 +208,15 @@ class GraphPool:
         return list(live)
 
     def checkpoint(self, output_ptrs, kept: frozenset) -> Checkpoint | None:
-        """The allocator state after a capture (CUDA, when memory is reused)."""
+        """The allocator state after a capture (CUDA, when memory is reused), taken while the
+        capture's outputs are alive. `output_ptrs`: the storages of all of them (also the new values
+        of mutated inputs, which die once written into the inputs); those in the pool are known."""
         if not self.reuses_memory:
             return None
         state = torch._C._cuda_getCheckpointState(self.device.index, self.handle())
-        known = frozenset(output_ptrs) | frozenset(ptr for ptr, _ in kept)
-        return Checkpoint(state, known, frozenset(self._allocated_blocks() - known))
+        blocks = self._allocated_blocks()
+        known = (frozenset(output_ptrs) & blocks) | frozenset(ptr for ptr, _ in kept)
+        return Checkpoint(state, known, frozenset(blocks - known))
 
     def _allocated_blocks(self) -> set:
         """The addresses of the blocks allocated in this pool now (a snapshot: after captures only)."""

@@ -40,7 +40,7 @@ from .cuda_graph_pool import GraphPool, alias_of, copied, storage_over, tensor_m
 from .wrapper_support import reserve_split_counters
 
 PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place
-MAX_RECORDINGS_OF_A_KEY = 4  # records of one key (its fixed inputs moved) before giving up on it
+MAX_RECORDINGS_OF_A_KEY = 6  # records of one key (its fixed inputs moved) before giving up on it
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -263,9 +263,9 @@ class GraphRunner:
         # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool
         weakref.finalize(self, pool.release, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
-        self.promoted: dict = {}  # key -> input positions recorded again to be read in place
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
+        self.rewarmed: dict = {}  # key -> input positions whose move was watched by a plain call
         self.refusal = plan.refusal
         self.plain_keys: set = set()
         self._warned = False
@@ -344,10 +344,9 @@ class GraphRunner:
         return outputs
 
     def _without_recording(self, key, stale: Recording | None, args, pairs):
-        if stale is not None:  # a fixed input moved: record again, copying inputs only found stable
+        if stale is not None:  # a fixed input moved: record again
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
-            self.demoted.setdefault(key, set()).update(i for i in moved if i not in self.plan.static
-                                                       and i not in self.mutated.values())
+            self._after_a_move(key, moved)
             self.pool.drop(stale)
             del self.recordings[key]
             if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
@@ -362,14 +361,27 @@ class GraphRunner:
             return self._plain(args, pairs)
         return self._record(key, args, pairs)
 
+    def _after_a_move(self, key, moved: list) -> None:
+        """Inputs read in place only because they were found stable moved. The first time, watch
+        where they settle with a plain call before recording again (a backward's gradient moves
+        when the buffer it was copied into is freed, and then stays); after that, copy them."""
+        found_stable = {i for i in moved if i not in self.plan.static and i not in self.mutated.values()}
+        rewarmed = self.rewarmed.setdefault(key, set())
+        if found_stable - rewarmed:
+            rewarmed.update(found_stable)
+            self.warm.pop(key, None)
+        else:
+            self.demoted.setdefault(key, set()).update(found_stable)
+
     def _promote(self, key, recording: Recording, steady: list) -> bool:
-        """Record again, reading in place the copied inputs that stopped moving (once per input;
-        False when the key may not be recorded again). A backward's incoming gradient settles
-        only once both forward and backward replay: read in place, it needs no buffer."""
-        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
+        """Record again, reading in place the copied inputs that stopped moving (False when the
+        key may not be recorded again, keeping one record for an input that moves after). A
+        backward's incoming gradient settles only once both forward and backward replay: read in
+        place, it needs no buffer. Freeing that buffer can move it once more (the allocator's next
+        block for it may be the buffer's), so an input may be promoted again after it moved."""
+        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
             recording.watched.clear()
             return False
-        self.promoted.setdefault(key, set()).update(steady)
         self.demoted.get(key, set()).difference_update(steady)
         warm = self.warm[key]
         for position in steady:
@@ -412,13 +424,14 @@ class GraphRunner:
         fixed = sorted(fixed)
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
         recording.kept = frozenset((h.ptr, h.nbytes) for h in start if h.held())
-        recording.checkpoint = self.pool.checkpoint([ptr for ptr, _, _ in storages], recording.kept)
+        recording.checkpoint = self.pool.checkpoint(
+            [x.untyped_storage().data_ptr() for x in outputs if isinstance(x, torch.Tensor)], recording.kept)
         if not self.pool.reuses_memory:
             recording.kept_outputs = outputs  # (where memory is reused, the pool state says what is live)
         del outputs
         grown = self.padder.grown if self.padder is not None else set()
         recording.watched = {position: [None, 0] for position, _ in copies
-                             if position not in self.promoted.get(key, ()) and position not in grown}
+                             if position not in grown}
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
         self.records_of[key] = self.records_of.get(key, 0) + 1
@@ -472,12 +485,13 @@ class GraphRunner:
 
     def _fixed_positions(self, key, args) -> set:
         """Inputs the recording reads in place (module text); never one that padding grows."""
-        demoted = self.demoted.get(key, set()) | (self.padder.grown if self.padder is not None else set())
+        grown = self.padder.grown if self.padder is not None else set()
+        demoted = self.demoted.get(key, set())
         warm = self.warm.get(key) or []
         fixed = set()
         for position, x in enumerate(args):
-            if not isinstance(x, torch.Tensor):
-                continue
+            if not isinstance(x, torch.Tensor) or position in grown:
+                continue  # (a padded input is a fresh copy at every call, wherever it lands)
             ptr = x.data_ptr()
             if position in self.plan.static or position in self.mutated.values() or self.pool.resident(ptr) \
                     or (position not in demoted and position < len(warm) and warm[position] == ptr):
