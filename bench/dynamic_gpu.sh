@@ -15,7 +15,7 @@
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     suite)
-        TRITONIZE_TEST_DEVICE=cuda timeout 560 python3 -m pytest -q -p no:cacheprovider -n "${JOBS:-16}" tests 2>&1 \
+        TRITONIZE_TEST_DEVICE=cuda timeout 590 python3 -m pytest -q -p no:cacheprovider -n "${JOBS:-16}" tests 2>&1 \
             | grep -v "^DEBUG" > "$OUT/test_gpu.log"
         grep -E "^FAILED|^ERROR|passed|failed" "$OUT/test_gpu.log" | tail -30 ;;
     kernels)

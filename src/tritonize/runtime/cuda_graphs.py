@@ -8,16 +8,20 @@ graph into the device's shared pool, and every later call replays it.
 - **Fixed inputs** are read in place by the recording: parameters and buffers, inputs the graph
   mutates, tensors that live in another recording's outputs or fixed inputs (a forward's saved
   activations reaching the backward), and tensors found at the same address at the warm-up call
-  and the recording call. Their addresses are compared at every call; a change records again
-  (and an input that was only found stable is copied from then on).
+  and the recording call (never a padded input). Their addresses are compared at every call; a
+  change records again (an input that was only found stable is read in place at its new
+  address, and copied after a second move: `_after_a_move`). A fixed input in pool memory is handed to
+  the capture without the caller's reference, so the capture can free it after its last read
+  and reuse its memory (`_capture_inputs`).
 - **Other tensor inputs** are copied into the recording's own buffers before each replay. One
   that then stays at one address for PROMOTE_AFTER calls is read in place by a new recording
-  (once per input: `_promote`).
-- **Outputs** live in pool memory that every replay writes. Each call hands out new storages
-  over that memory; before a replay that may overwrite it, a storage the caller still holds is
-  evacuated: its bytes are copied to fresh memory and the storage is re-pointed there, so every
-  view the caller made follows (`evacuate`). An output that views an input is rebuilt from the
-  caller's own input; the new value of a mutated input is written into the input inside the graph.
+  (`_promote`).
+- **Outputs** live in pool memory that replays write. Each call hands them out as new storages
+  over that memory, listed by the pool, which evacuates before a replay whatever the caller
+  still holds where the replay writes (runtime/cuda_graph_pool.py, which also keeps the
+  allocator's view of the pool right for the next capture). An output that views an input is
+  rebuilt from the caller's own input; the new value of a mutated input is written into the
+  input inside the graph.
 
 The capture itself is pluggable: `CudaCapture` records with torch.cuda.CUDAGraph; `FakeCapture`
 (tests on the CPU) re-runs the wrapper and copies its results into the memory the recording
@@ -265,7 +269,7 @@ class GraphRunner:
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
-        self.rewarmed: dict = {}  # key -> input positions whose move was watched by a plain call
+        self.moved_once: dict = {}  # key -> input positions found stable that moved once
         self.refusal = plan.refusal
         self.plain_keys: set = set()
         self._warned = False
@@ -346,7 +350,7 @@ class GraphRunner:
     def _without_recording(self, key, stale: Recording | None, args, pairs):
         if stale is not None:  # a fixed input moved: record again
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
-            self._after_a_move(key, moved)
+            self._after_a_move(key, moved, args)
             self.pool.drop(stale)
             del self.recordings[key]
             if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
@@ -361,17 +365,20 @@ class GraphRunner:
             return self._plain(args, pairs)
         return self._record(key, args, pairs)
 
-    def _after_a_move(self, key, moved: list) -> None:
-        """Inputs read in place only because they were found stable moved. The first time, watch
-        where they settle with a plain call before recording again (a backward's gradient moves
-        when the buffer it was copied into is freed, and then stays); after that, copy them."""
+    def _after_a_move(self, key, moved: list, args) -> None:
+        """Inputs read in place only because they were found stable moved. The first time, the
+        next recording reads them in place at their new address (a backward's gradient moves once
+        when the buffer it was copied into is freed, and then stays; a plain call or a new buffer
+        would move it again); after that, they are copied."""
         found_stable = {i for i in moved if i not in self.plan.static and i not in self.mutated.values()}
-        rewarmed = self.rewarmed.setdefault(key, set())
-        if found_stable - rewarmed:
-            rewarmed.update(found_stable)
-            self.warm.pop(key, None)
-        else:
-            self.demoted.setdefault(key, set()).update(found_stable)
+        moved_before = self.moved_once.setdefault(key, set())
+        warm = self.warm.get(key)
+        for position in found_stable:
+            if position in moved_before:
+                self.demoted.setdefault(key, set()).add(position)
+            elif warm is not None:
+                moved_before.add(position)
+                warm[position] = args[position].data_ptr()
 
     def _promote(self, key, recording: Recording, steady: list) -> bool:
         """Record again, reading in place the copied inputs that stopped moving (False when the
