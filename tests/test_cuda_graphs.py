@@ -189,6 +189,7 @@ def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles
         assert_same(f(x), fn(x))
     in_place = [note for note in notes(recorder) if note.startswith("CUDA graphs: recorded sizes")]
     assert [note.endswith("1 input(s) in place, 0 copied") for note in in_place] == [True, True], in_place
+    assert "CUDA graphs: sizes (): input(s) [0] read in place moved" in notes(recorder), notes(recorder)
     for x in (first, settled):
         x.normal_()
         assert_same(f(x), fn(x))

@@ -350,6 +350,7 @@ class GraphRunner:
     def _without_recording(self, key, stale: Recording | None, args, pairs):
         if stale is not None:  # a fixed input moved: record again
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
+            self.notes.append(f"CUDA graphs: sizes {key}: input(s) {moved} read in place moved")
             self._after_a_move(key, moved, args)
             self.pool.drop(stale)
             del self.recordings[key]
