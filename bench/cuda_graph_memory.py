@@ -14,7 +14,8 @@ outputs are the activations saved for the backward) and their input buffers (cop
 whose address changes).
 The step is bench/models.py's (inference: forward under no_grad in bf16; training: autocast bf16,
 loss = output.float().square().mean(), backward). LOG_ADDRESSES=1 prints the addresses of each
-graph call's large inputs (which ones move from step to step) and the large copied inputs.
+graph call's large inputs (which ones move from step to step), the large copied inputs, and each
+graph's CUDA-graph notes (which inputs read in place moved and made it record again).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import model_zoo  # noqa: E402
 
 
 WARM_STEPS = 12
+_LOGGED_RUNNERS: list = []  # the GraphRunners seen by log_addresses
 
 
 def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict:
@@ -56,6 +58,8 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None) -> dict
               "reserved": torch.cuda.max_memory_reserved()}
     if backend.endswith("-ro"):
         result.update(recording_bytes())
+    for runner in _LOGGED_RUNNERS:  # (LOG_ADDRESSES: why each graph was recorded again)
+        print("\n".join(f"{runner.name}: {note}" for note in runner.notes), file=sys.stderr)
     return result
 
 
@@ -85,6 +89,8 @@ def log_addresses() -> None:
     original = cuda_graphs.GraphRunner.__call__
 
     def call(self, args):
+        if self not in _LOGGED_RUNNERS:
+            _LOGGED_RUNNERS.append(self)
         big = [(i, x.data_ptr() % 2**32) for i, x in enumerate(args)
                if isinstance(x, torch.Tensor) and x.untyped_storage().nbytes() > 64 * 2**20]
         print(f"{self.name}: {big}", file=sys.stderr)
