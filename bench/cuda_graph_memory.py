@@ -69,8 +69,8 @@ def recording_bytes() -> dict:
     outputs = buffers = count = pool_bytes = 0
     copied = []
     for pool in cuda_graph_pool._POOLS.values():
-        handle = pool.handle()
-        pool_bytes += sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
+        handle = pool._handle
+        pool_bytes += 0 if handle is None else sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
                           if tuple(segment.get("segment_pool_id", ())) == tuple(handle))
         for recording in pool.recordings:
             count += 1

@@ -196,6 +196,24 @@ def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
 
 
+def test_a_promotion_is_not_reported_as_a_move(device):
+    """explain() names inputs read in place that moved; a copied input promoted to be read in
+    place (it stopped moving) is no such move. (The review's case.)"""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    for x in [torch.randn(4, 6, device=device) for _ in range(3)]:
+        assert_same(f(x), fn(x))
+    steady = torch.randn(4, 6, device=device)
+    for _ in range(cuda_graphs.PROMOTE_AFTER + 2):
+        steady.normal_()
+        assert_same(f(steady), fn(steady))
+    assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), notes(recorder)
+    assert not any("read in place moved" in note for note in notes(recorder)), notes(recorder)
+
+
 def test_one_recording_per_size_up_to_the_limit(device):
     def fn(x):
         return torch.softmax(x * 3, dim=-1) + 1
@@ -336,6 +354,7 @@ def test_recordings_leave_the_pool_with_their_graph(device):
     pool = cuda_graph_pool.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
     torch._dynamo.reset()
     gc.collect()
+    pool.release_pending()  # (earlier tests' graphs)
     before = len(pool.recordings)
     f = compiled(model, device)
     with torch.no_grad():
@@ -346,6 +365,8 @@ def test_recordings_leave_the_pool_with_their_graph(device):
     del f
     torch._dynamo.reset()
     gc.collect()
+    assert pool.pending  # (released at the pool's next replay or capture, never during one)
+    pool.release_pending()
     assert len(pool.recordings) == before
     with torch.no_grad():
         assert_same(kept, model(x))

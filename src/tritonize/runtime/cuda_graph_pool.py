@@ -86,17 +86,19 @@ def copied(storage):
     return fresh
 
 
-@dataclasses.dataclass(eq=False)
 class Handed:
     """A storage handed out over pool memory: a weak reference to it, the weak references to the
-    tensors built on it (evacuate's route without storage re-pointing), where it is, and the
-    recording whose replay made it."""
+    tensors built on it (evacuate's route without storage re-pointing), where it is ((address,
+    bytes): `place`), and the recording whose replay made it."""
 
-    ref: StorageWeakRef
-    tensors: list
-    ptr: int
-    nbytes: int
-    owner: object
+    __slots__ = ("ref", "tensors", "ptr", "place", "owner")
+
+    def __init__(self, storage, tensors, owner):
+        self.ref = StorageWeakRef(storage)
+        self.tensors = tensors
+        self.ptr = storage.data_ptr()
+        self.place = (self.ptr, storage.nbytes())
+        self.owner = owner
 
     def held(self) -> bool:
         return not self.ref.expired()
@@ -120,10 +122,14 @@ class Checkpoint:
     others: frozenset
 
 
-def expandable_segments() -> bool:
-    """The allocator's expandable segments cannot be restored to a checkpoint (torch asserts)."""
+def native_allocator() -> bool:
+    """The pool's allocator state can be saved and restored: torch's native caching allocator
+    (not cudaMallocAsync, which keeps no checkpoints), without expandable segments (which torch
+    asserts on when restoring)."""
     config = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
-    return "expandable_segments:true" in config.replace(" ", "").lower()
+    if "expandable_segments:true" in config.replace(" ", "").lower():
+        return False
+    return torch.cuda.get_allocator_backend() == "native"
 
 
 # ----------------------------------------------------------------------------- the pool
@@ -135,11 +141,12 @@ class GraphPool:
     def __init__(self, kind: str, device: torch.device):
         self.kind = kind
         self.device = device
-        self.reuses_memory = kind == "cuda" and not expandable_segments()
+        self.reuses_memory = kind == "cuda" and native_allocator()
         self._handle = None
         self.recordings: list = []
         self.retired: list = []  # dropped recordings whose outputs the caller holds and we could not move
         self.handed: list[Handed] = []
+        self.pending: list = []  # recordings of compiled graphs that went, to release
         self.last: Checkpoint | None = None  # the allocator state of the recording replayed last
 
     def handle(self):
@@ -149,8 +156,8 @@ class GraphPool:
             self._handle = torch.cuda.graph_pool_handle()
         return self._handle
 
-    def hand_out(self, storage, tensors: list, owner) -> None:
-        self.handed.append(Handed(StorageWeakRef(storage), tensors, storage.data_ptr(), storage.nbytes(), owner))
+    def hand_out(self, storage, tensors, owner) -> None:
+        self.handed.append(Handed(storage, tensors, owner))
 
     def live(self) -> list[Handed]:
         """The handed-out storages the caller still holds (and forget the others)."""
@@ -158,10 +165,17 @@ class GraphPool:
         return self.handed
 
     def protect(self, leaves_alone) -> bool:
-        """Evacuate every held storage h for which leaves_alone(h) is false. False when one could
-        not be moved: it stays listed and its recording hands out copies from now on."""
+        """Evacuate every held storage h for which leaves_alone(h) is false, and forget those the
+        caller dropped. False when one could not be moved: it stays listed, its recording hands
+        out copies from now on (`copy_out`), and the caller must run plain."""
+        self.release_pending()
+        return self._protect(leaves_alone)
+
+    def _protect(self, leaves_alone) -> bool:
         remaining, moved_all = [], True
-        for h in self.live():
+        for h in self.handed:
+            if not h.held():
+                continue
             if leaves_alone(h):
                 remaining.append(h)
             elif not h.evacuate():
@@ -177,7 +191,7 @@ class GraphPool:
     def before_replay(self, kept: frozenset) -> bool:
         """Evacuate every held storage outside `kept` (the memory a replay leaves alone); False
         when one could not be moved (the call must then run plain)."""
-        return self.protect(lambda h: (h.ptr, h.nbytes) in kept)
+        return self.protect(lambda h: h.place in kept)
 
     def replayed(self, checkpoint: Checkpoint | None) -> None:
         if checkpoint is not None:
@@ -188,6 +202,7 @@ class GraphPool:
     def before_capture(self) -> list[Handed]:
         """Bring the allocator's view of the pool in line with the live handed-out storages (CUDA,
         when memory is reused), and return them: what the capture begins with."""
+        self.release_pending()
         live = self.live()
         if not self.reuses_memory or self.last is None:
             return list(live)
@@ -232,23 +247,43 @@ class GraphPool:
                 address += block["size"]
         return blocks
 
+    def scribble_outside(self, left_alone: frozenset, spare=None) -> None:
+        """FakeCapture (tests on the CPU): write garbage (all bytes 0xff: NaN in floats) over the
+        recordings' output memory outside `left_alone`, as a CUDA replay may write over any pool
+        memory its capture did not leave alone. A test then fails wherever a tensor the caller
+        holds was left there (the rules above failed to evacuate it). `spare`: a recording whose
+        outputs this call already wrote."""
+        for recording in self.recordings:
+            if recording is spare:
+                continue
+            for ptr, nbytes, device in recording.storages:
+                if (ptr, nbytes) not in left_alone:
+                    storage_over(ptr, nbytes, device).fill_(255)
+
     # -------------------------------------------------------------- recordings leaving
 
     def resident(self, data_ptr: int) -> bool:
         """True for memory a recording of this pool owns or reads in place."""
         return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
 
-    def release(self, recordings: dict) -> None:
-        for recording in list(recordings.values()):
-            if recording in self.recordings:
-                self.drop(recording)
-        recordings.clear()
+    def release_later(self, recordings: dict) -> None:
+        """A compiled graph went: its recordings leave at the next replay or capture (this runs
+        from the garbage collector, which may run during a capture)."""
+        self.pending.append(recordings)
+
+    def release_pending(self) -> None:
+        while self.pending:
+            recordings = self.pending.pop()
+            for recording in list(recordings.values()):
+                if recording in self.recordings:
+                    self.drop(recording)
+            recordings.clear()
 
     def drop(self, recording) -> None:
         """Forget a recording, evacuating the outputs of its replays that the caller still holds
         (a later capture may reuse their memory). One that cannot be moved keeps the recording (and
         its memory) in `retired` while the caller holds it."""
-        if not self.protect(lambda h: h.owner is not recording):
+        if not self._protect(lambda h: h.owner is not recording):
             self.retired.append(recording)
         self.recordings.remove(recording)
         if not self.recordings and not self.retired:

@@ -79,7 +79,8 @@ class CudaCapture:
         """Capture `run`. cuBLAS keeps a workspace per stream; the capture's stream would get
         one of its own besides the caller's (32 MiB on Hopper, for the program's life), so the
         workspaces are dropped before and after: the capture's lands in the pool, free to reuse
-        once the graph is recorded (as Inductor's cudagraph trees do)."""
+        once the graph is recorded (as Inductor's cudagraph trees do). The counters of split
+        reductions for the capture stream are made before, outside the pool."""
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
         capturing = torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local")
@@ -177,9 +178,10 @@ class Recording:
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
         self.inputs = inputs  # what the capture read (our buffers; fixed inputs through our own aliases)
-        self.kept = frozenset()  # (data_ptr, nbytes) of handed-out storages live through the whole capture
+        self.left_alone = frozenset()  # (data_ptr, nbytes) of handed-out storages live through the whole capture
+        self.released: list = []  # fixed inputs handed over to the capture (pool memory), not read by outputs
         self.checkpoint = None  # the pool's allocator state after the capture (CUDA, memory reused)
-        self.kept_outputs = None  # the capture's outputs, where the pool keeps them (FakeCapture)
+        self.capture_outputs = None  # the capture's outputs, where the pool does not reuse memory
         self.copy_out = False  # hand out copies: set once a kept output could not be evacuated
         self.reads_args = [spec.a for spec in specs if spec.kind in ("mutated", "input")]  # outputs built from inputs
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
@@ -264,8 +266,9 @@ class GraphRunner:
         self.name = name
         self.mutated = dict(plan.mutations)
         self.recordings: dict = {}
-        # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool
-        weakref.finalize(self, pool.release, self.recordings)
+        # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool (at the
+        # pool's next replay or capture: the garbage collector may run this during a capture)
+        weakref.finalize(self, pool.release_later, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
         self.records_of: dict = {}  # key -> how many times it was recorded
         self.demoted: dict = {}  # key -> input positions that moved while read in place
@@ -322,23 +325,24 @@ class GraphRunner:
                     if pairs is not None and x.shape != buffer.shape:
                         buffer = recording.region(position, buffer, x.shape)
                     buffer.copy_(x)
-        if self.capture_kind == "cuda":
-            # The caller's fixed inputs may die now: a backward's saved activations, whose memory its
-            # capture reused after their last reads (our aliases of them serve a plain call)
-            reads = recording.reads_args
-            for position in recording.fixed:
-                if position not in reads:
-                    args[position] = recording.inputs[position]
-        if not self.pool.before_replay(recording.kept):
+        for position in recording.released:
+            # pool memory its capture reused after their last reads (a backward's saved
+            # activations): the caller's references go before the check below, which would
+            # otherwise evacuate them (our aliases serve a plain call)
+            args[position] = recording.inputs[position]
+        if not self.pool.before_replay(recording.left_alone):
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
             return self._plain(args, pairs)
+        if self.capture_kind == "fake":  # what a CUDA replay may do to the pool memory it does not leave alone
+            # (a FakeCapture that just recorded ran already: its outputs are this call's)
+            self.pool.scribble_outside(recording.left_alone, recording if recording.capture.recorded_this_call else None)
         if self.capture_kind == "cuda":
             # Let the caller's inputs go before the replay (a backward's copied gradient is freed
             # where eager's backward would free it); the replay is ordered after on the stream.
-            kept = {position: args[position] for position in recording.reads_args}
+            read = {position: args[position] for position in recording.reads_args}
             args.clear()
-            args = kept
+            args = read
         recording.capture.replay()
         self.pool.replayed(recording.checkpoint)
         metas = None if pairs is None else recording.cut_metas(self.padder, pairs)
@@ -350,8 +354,9 @@ class GraphRunner:
     def _without_recording(self, key, stale: Recording | None, args, pairs):
         if stale is not None:  # a fixed input moved: record again
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
-            self.notes.append(f"CUDA graphs: sizes {key}: input(s) {moved} read in place moved")
-            self._after_a_move(key, moved, args)
+            if moved:  # (otherwise a promotion)
+                self.notes.append(f"CUDA graphs: sizes {key}: input(s) {moved} read in place moved")
+                self._after_a_move(key, moved, args)
             self.pool.drop(stale)
             del self.recordings[key]
             if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
@@ -431,11 +436,15 @@ class GraphRunner:
         specs, storages = _describe_outputs(outputs, sources, self.mutated)
         fixed = sorted(fixed)
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
-        recording.kept = frozenset((h.ptr, h.nbytes) for h in start if h.held())
-        recording.checkpoint = self.pool.checkpoint(
-            [x.untyped_storage().data_ptr() for x in outputs if isinstance(x, torch.Tensor)], recording.kept)
+        recording.left_alone = frozenset(h.place for h in start if h.held())
+        recording.released = [position for position in handed_over if position not in recording.reads_args]
+        try:
+            recording.checkpoint = self.pool.checkpoint(
+                [x.untyped_storage().data_ptr() for x in outputs if isinstance(x, torch.Tensor)], recording.left_alone)
+        except RuntimeError as err:  # (an allocator that keeps no checkpoints)
+            return self._refuse(f"memory: {str(err).splitlines()[0]}", args, pairs)
         if not self.pool.reuses_memory:
-            recording.kept_outputs = outputs  # (where memory is reused, the pool state says what is live)
+            recording.capture_outputs = outputs  # (where memory is reused, the pool state says what is live)
         del outputs
         grown = self.padder.grown if self.padder is not None else set()
         recording.watched = {position: [None, 0] for position, _ in copies
