@@ -490,3 +490,22 @@ def test_training_with_batch_norm_records_forward_and_backward(device):
         if art != "graph":
             assert not any("off, every call" in note for note in art.notes), art.notes
             assert any(note.startswith("CUDA graphs: recorded sizes") for note in art.notes), art.notes
+
+
+def test_a_graphs_output_fed_back_stays_copied(device):
+    """h = f(h): from the recording on, the input is the graph's own last output, at one address
+    in the pool. It is not promoted to be read in place (recording again would evacuate it and
+    move it again): one recording, and every value as eager's."""
+    def fn(x):
+        return torch.tanh(x * 0.9 + 0.1)
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    h = torch.randn(4, 6, device=device)
+    expected = h.clone()
+    with torch.no_grad():
+        for step in range(cuda_graphs.PROMOTE_AFTER + 4):
+            h = f(h)
+            expected = fn(expected)
+            assert_same(h, expected)
+    assert recorded(recorder) == 1, notes(recorder)

@@ -392,7 +392,11 @@ class GraphRunner:
         backward's incoming gradient settles only once both forward and backward replay: read in
         place, it needs no buffer. Freeing that buffer can move it once more (the allocator's next
         block for it may be the buffer's), so an input may be promoted again after it moved."""
-        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
+        in_pool = [position for position in steady if self.pool.resident(recording.watched[position][0])]
+        for position in in_pool:  # a graph's own output fed back (h = f(h)): read in place, the
+            del recording.watched[position]  # capture's drop would evacuate it, and it would move again
+        steady = [position for position in steady if position not in in_pool]
+        if not steady or self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
             recording.watched.clear()
             return False
         self.demoted.get(key, set()).difference_update(steady)
