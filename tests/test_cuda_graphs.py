@@ -417,7 +417,7 @@ def test_a_replay_moves_only_held_outputs_outside_what_its_capture_left_alone(de
         storage = cuda_graph_pool.storage_over(m.untyped_storage().data_ptr(), m.untyped_storage().nbytes(),
                                                m.device)
         tensor = cuda_graph_pool.tensor_on(storage, cuda_graph_pool.tensor_meta(m))
-        pool.hand_out(storage, [weakref.ref(tensor)], owner)
+        pool.hand_out(storage, (storage.data_ptr(), storage.nbytes()), [weakref.ref(tensor)], owner)
         handed.append(tensor)
     del storage, tensor
     inside, outside, dropped = handed

@@ -93,11 +93,11 @@ class Handed:
 
     __slots__ = ("ref", "tensors", "ptr", "place", "owner")
 
-    def __init__(self, storage, tensors, owner):
+    def __init__(self, storage, place: tuple, tensors, owner):
         self.ref = StorageWeakRef(storage)
         self.tensors = tensors
-        self.ptr = storage.data_ptr()
-        self.place = (self.ptr, storage.nbytes())
+        self.ptr = place[0]
+        self.place = place
         self.owner = owner
 
     def held(self) -> bool:
@@ -156,8 +156,9 @@ class GraphPool:
             self._handle = torch.cuda.graph_pool_handle()
         return self._handle
 
-    def hand_out(self, storage, tensors, owner) -> None:
-        self.handed.append(Handed(storage, tensors, owner))
+    def hand_out(self, storage, place: tuple, tensors, owner) -> None:
+        """List a storage handed out over pool memory at `place` (address, bytes)."""
+        self.handed.append(Handed(storage, place, tensors, owner))
 
     def live(self) -> list[Handed]:
         """The handed-out storages the caller still holds (and forget the others)."""
@@ -191,7 +192,11 @@ class GraphPool:
     def before_replay(self, kept: frozenset) -> bool:
         """Evacuate every held storage outside `kept` (the memory a replay leaves alone); False
         when one could not be moved (the call must then run plain)."""
-        return self.protect(lambda h: h.place in kept)
+        self.release_pending()
+        if not self.handed:  # (the common case of a step whose outputs all died)
+            self.retired.clear()
+            return True
+        return self._protect(lambda h: h.place in kept)
 
     def replayed(self, checkpoint: Checkpoint | None) -> None:
         if checkpoint is not None:

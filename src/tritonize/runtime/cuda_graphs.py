@@ -177,6 +177,7 @@ class Recording:
         self.copies = copies  # [(input position, our buffer)]
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
+        self.places = [(ptr, nbytes) for ptr, nbytes, _ in storages]
         self.inputs = inputs  # what the capture read (our buffers; fixed inputs through our own aliases)
         self.left_alone = frozenset()  # (data_ptr, nbytes) of handed-out storages live through the whole capture
         self.released: list = []  # fixed inputs handed over to the capture (pool memory), not read by outputs
@@ -242,8 +243,8 @@ class Recording:
             else:
                 outputs.append(spec.a)
         if not self.copy_out:
-            for storage, tensors in zip(storages, refs):
-                pool.hand_out(storage, tensors, self)
+            for storage, place, tensors in zip(storages, self.places, refs):
+                pool.hand_out(storage, place, tensors, self)
         return outputs
 
 
