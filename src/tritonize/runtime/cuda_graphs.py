@@ -451,16 +451,20 @@ class GraphRunner:
         if not self.pool.reuses_memory:
             recording.capture_outputs = outputs  # (where memory is reused, the pool state says what is live)
         del outputs
+        self._register(key, recording, sum(ref.expired() for ref, _ in handed_over.values()))
+        return self._replay(recording, args, pairs)
+
+    def _register(self, key, recording: Recording, freed: int) -> None:
+        """A new recording of `key` joins the pool (its copied inputs watched for promotion), and
+        explain() says what it reads in place, copies, and freed inside the capture."""
         grown = self.padder.grown if self.padder is not None else set()
-        recording.watched = {position: [None, 0] for position, _ in copies
-                             if position not in grown}
+        recording.watched = {position: [None, 0] for position, _ in recording.copies if position not in grown}
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
         self.records_of[key] = self.records_of.get(key, 0) + 1
-        freed = sum(ref.expired() for ref, _ in handed_over.values())
-        self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(fixed)} input(s) in place, {len(copies)} copied"
+        self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(recording.fixed)} input(s) in place, "
+                          f"{len(recording.copies)} copied"
                           + (f", {freed} freed inside the graph after their last read" if freed else ""))
-        return self._replay(recording, args, pairs)
 
     def _capture_inputs(self, args, fixed: set, start: list):
         """What the recording keeps (`inputs`: our buffers for copied inputs, our aliases of fixed
