@@ -8,6 +8,8 @@
 #   models2   the same for resnet50, vit, mobilenetv3
 #   training  peak memory and step time of training with and without CUDA graphs, six models
 #   memory    bench/cuda_graph_memory.py: what the recordings hold, training, six models
+#   memory-inductor  the same for llama and gpt2 with Inductor's rows (plain and reduce-overhead)
+#   memory-log       llama's training with LOG_ADDRESSES=1: which inputs move, each graph's notes
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     tests)
@@ -28,5 +30,11 @@ case "${1:-}" in
     memory)
         timeout 560 python3 bench/cuda_graph_memory.py --models gpt2,bert,llama,resnet50,vit,mobilenetv3 \
             --mode training 2>&1 | quiet ;;
-    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory" >&2; exit 2 ;;
+    memory-inductor)
+        timeout 560 python3 bench/cuda_graph_memory.py --models llama,gpt2 --mode training \
+            --backends tritonize,tritonize-ro,inductor,inductor-ro 2>&1 | quiet ;;
+    memory-log)
+        LOG_ADDRESSES=1 timeout 300 python3 bench/cuda_graph_memory.py --models llama --mode training 2>&1 \
+            | grep -v -E "^DEBUG" | tail -80 ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-inductor|memory-log" >&2; exit 2 ;;
 esac
