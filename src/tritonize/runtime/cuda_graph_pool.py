@@ -120,6 +120,7 @@ class Checkpoint:
     state: object
     ptrs: frozenset
     others: frozenset
+    segments: frozenset  # the pool's segments then (all must still exist for a restore)
 
 
 def native_allocator() -> bool:
@@ -221,6 +222,10 @@ class GraphPool:
         if not torch._C._cuda_checkPoolLiveAllocations(index, self.handle(), owned | last.others):
             # (restoring would free memory someone holds: leave the allocator as it is)
             raise RuntimeError("the graph pool holds memory that no recording accounts for")
+        if not last.segments <= self._layout()[0]:
+            # (an allocation that failed inside a capture gave free segments back to the device:
+            # torch's restore would fail halfway, with every block of the pool freed)
+            raise RuntimeError("the graph pool gave memory back since its last state was saved")
         adopt = [h.ref.cdata for h in live if h.ptr not in owned]
         torch._C._cuda_setCheckpointPoolState(index, last.state, [], adopt)
         for ptr in last.ptrs - {h.ptr for h in live}:
@@ -234,23 +239,25 @@ class GraphPool:
         if not self.reuses_memory:
             return None
         state = torch._C._cuda_getCheckpointState(self.device.index, self.handle())
-        blocks = self._allocated_blocks()
+        segments, blocks = self._layout()
         known = (frozenset(output_ptrs) & blocks) | frozenset(ptr for ptr, _ in kept)
-        return Checkpoint(state, known, frozenset(blocks - known))
+        return Checkpoint(state, known, frozenset(blocks - known), frozenset(segments))
 
-    def _allocated_blocks(self) -> set:
-        """The addresses of the blocks allocated in this pool now (a snapshot: after captures only)."""
+    def _layout(self) -> tuple[set, set]:
+        """The addresses of this pool's segments and of its allocated blocks now (a snapshot of
+        the allocator: around captures only)."""
         handle = tuple(self.handle())
-        blocks = set()
+        segments, blocks = set(), set()
         for segment in torch.cuda.memory_snapshot():
             if tuple(segment.get("segment_pool_id", ())) != handle:
                 continue
             address = segment["address"]
+            segments.add(address)
             for block in segment["blocks"]:
                 if block["state"] == "active_allocated":
                     blocks.add(address)
                 address += block["size"]
-        return blocks
+        return segments, blocks
 
     def scribble_outside(self, left_alone: frozenset, spare=None) -> None:
         """FakeCapture (tests on the CPU): write garbage (all bytes 0xff: NaN in floats) over the
