@@ -148,6 +148,7 @@ class GraphPool:
         self.retired: list = []  # dropped recordings whose outputs the caller holds and we could not move
         self.handed: list[Handed] = []
         self.pending: list = []  # recordings of compiled graphs that went, to release
+        self.busy = 0  # inside a capture or an evacuation pass: releases wait in `pending`
         self.last: Checkpoint | None = None  # the allocator state of the recording replayed last
 
     def handle(self):
@@ -175,19 +176,24 @@ class GraphPool:
 
     def _protect(self, leaves_alone) -> bool:
         remaining, moved_all = [], True
-        for h in self.handed:
-            if not h.held():
-                continue
-            if leaves_alone(h):
-                remaining.append(h)
-            elif not h.evacuate():
-                h.owner.copy_out = True
-                remaining.append(h)
-                moved_all = False
+        self.busy += 1
+        try:
+            for h in self.handed:
+                if not h.held():
+                    continue
+                if leaves_alone(h):
+                    remaining.append(h)
+                elif not h.evacuate():
+                    h.owner.copy_out = True
+                    remaining.append(h)
+                    moved_all = False
+        finally:
+            self.busy -= 1
         self.handed = remaining
         if self.retired:
             owners = {id(h.owner) for h in remaining}
             self.retired = [r for r in self.retired if id(r) in owners]
+            self._forget_emptied()
         return moved_all
 
     def before_replay(self, kept: frozenset) -> bool:
@@ -195,7 +201,9 @@ class GraphPool:
         when one could not be moved (the call must then run plain)."""
         self.release_pending()
         if not self.handed:  # (the common case of a step whose outputs all died)
-            self.retired.clear()
+            if self.retired:
+                self.retired.clear()
+                self._forget_emptied()
             return True
         return self._protect(lambda h: h.place in kept)
 
@@ -212,8 +220,14 @@ class GraphPool:
         live = self.live()
         if not self.reuses_memory or self.last is None:
             return list(live)
-        last = self.last
-        if not self.protect(lambda h: h.ptr in last.ptrs):  # (not expected: every replay evacuates them)
+        self.busy += 1  # (no recording leaves while the allocator's state is being set)
+        try:
+            return self._restore(self.last)
+        finally:
+            self.busy -= 1
+
+    def _restore(self, last: Checkpoint) -> list[Handed]:
+        if not self._protect(lambda h: h.ptr in last.ptrs):  # (not expected: every replay evacuates them)
             raise RuntimeError("a kept output outside the pool's last state could not be moved before a capture")
         live = self.live()
         index = self.device.index
@@ -279,12 +293,14 @@ class GraphPool:
         return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
 
     def release_later(self, recordings: dict) -> None:
-        """A compiled graph went: its recordings leave at the next replay or capture (this runs
-        from the garbage collector, which may run during a capture)."""
+        """A compiled graph went: its recordings leave the pool now, or, where this runs from the
+        garbage collector during a capture or an evacuation pass (`busy`), right after it."""
         self.pending.append(recordings)
+        if not self.busy:
+            self.release_pending()
 
     def release_pending(self) -> None:
-        while self.pending:
+        while self.pending and not self.busy:
             recordings = self.pending.pop()
             for recording in list(recordings.values()):
                 if recording in self.recordings:
@@ -298,6 +314,10 @@ class GraphPool:
         if not self._protect(lambda h: h.owner is not recording):
             self.retired.append(recording)
         self.recordings.remove(recording)
+        self._forget_emptied()
+
+    def _forget_emptied(self) -> None:
+        """An emptied pool takes a new id at its next capture (torch may have freed this one)."""
         if not self.recordings and not self.retired:
             self._handle = None
             self.last = None

@@ -397,7 +397,9 @@ class GraphRunner:
         for position in in_pool:  # a graph's own output fed back (h = f(h)): read in place, the
             del recording.watched[position]  # capture's drop would evacuate it, and it would move again
         steady = [position for position in steady if position not in in_pool]
-        if not steady or self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
+        if not steady:
+            return False
+        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
             recording.watched.clear()
             return False
         self.demoted.get(key, set()).difference_update(steady)
@@ -432,10 +434,13 @@ class GraphRunner:
         run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
                                 self.capture_kind == "cuda")
         del capture_args
+        self.pool.busy += 1  # (a graph dropped meanwhile leaves the pool after the capture)
         try:
             outputs = capture.record(run)
         except Exception as err:  # a host sync, an allocation the capture forbids, a CPU op
             return self._refuse(f"capture failed: {type(err).__name__}: {str(err).splitlines()[0]}", args, pairs)
+        finally:
+            self.pool.busy -= 1
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         sources = self._take_back(args, inputs, handed_over)
         specs, storages = _describe_outputs(outputs, sources, self.mutated)
