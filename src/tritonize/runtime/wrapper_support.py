@@ -102,13 +102,19 @@ def split_counters(count: int, like: torch.Tensor) -> torch.Tensor:
     index = like.get_device()  # -1 on the CPU
     if index < 0:
         return torch.zeros((max(count, 1),), dtype=torch.int32)
-    key = (index, _raw_stream(index))
+    return _counters_of((index, _raw_stream(index)), count, 1024)
+
+
+def _counters_of(key: tuple, count: int, least: int) -> torch.Tensor:
+    """The counters of (device index, stream): grown to at least max(count, least) when fewer
+    than `count` (the outgrown buffer is kept: a CUDA graph may have captured its address)."""
     counters = _COUNTERS.get(key)
     if counters is not None and counters.numel() >= count:
         return counters
     if counters is not None:
         _OUTGROWN.append(counters)
-    counters = _COUNTERS[key] = torch.zeros((max(count, 1024),), dtype=torch.int32, device=like.device)
+    counters = _COUNTERS[key] = torch.zeros((max(count, least),), dtype=torch.int32,
+                                            device=torch.device("cuda", key[0]))
     return counters
 
 
@@ -118,12 +124,8 @@ def reserve_split_counters(index: int, stream_id: int) -> None:
     pool for the program's life, which the pool's memory bookkeeping cannot restore around:
     runtime/cuda_graph_pool.py)."""
     size = max((c.numel() for (i, _), c in _COUNTERS.items() if i == index), default=0)
-    key = (index, stream_id)
-    current = _COUNTERS.get(key)
-    if size and (current is None or current.numel() < size):
-        if current is not None:
-            _OUTGROWN.append(current)
-        _COUNTERS[key] = torch.zeros((size,), dtype=torch.int32, device=torch.device("cuda", index))
+    if size:
+        _counters_of((index, stream_id), size, size)
 
 
 def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, **kwargs) -> torch.Tensor:
