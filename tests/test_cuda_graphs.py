@@ -133,12 +133,31 @@ def test_moved_parameter_records_again(device):
     assert recorded(recorder) == 2, notes(recorder)
 
 
+def test_a_dynamo_cache_hit_reads_parameters_in_place_as_a_fresh_compile(device, cache):
+    """A graph from the Dynamo-level cache has no AOTAutograd metadata: its static inputs (the
+    parameters) are read from Dynamo's graph, so a second process reads them in place as the
+    first did (they were copied before, or demoted to copies once moved)."""
+    from tritonize.caching import dynamo_cache
+
+    model = mlp(device)
+    x = torch.randn(4, 16, device=device)
+    for attempt in ("miss", "hit"):
+        recorder = []
+        f = compiled(model, device, recorder)
+        with torch.no_grad():
+            for step in range(3):
+                assert_same(f(x), model(x))
+        assert notes(recorder)[0].endswith("6 static input(s), 0 input mutation(s) inside the graph"), \
+            (attempt, notes(recorder))
+    assert dynamo_cache.STATS["hit"] == 1, dynamo_cache.STATS
+
+
 def test_a_copied_input_that_stops_moving_is_read_in_place(device):
     """An input that moved while the graph warmed up is copied; once it stays at one address for
     PROMOTE_AFTER calls the graph is recorded again reading it in place (its new contents count
     at every call), and if it moves after all it is copied again, and read in place again once it
-    settles (a backward's gradient moves once more when its buffer is freed), while the key has
-    records left."""
+    settles (a training loop's first steps move a backward's gradient a few times), after twice
+    as many calls at each promotion."""
     def fn(x):
         return (x * 3).relu() + 1
 
@@ -158,19 +177,39 @@ def test_a_copied_input_that_stops_moving_is_read_in_place(device):
     in_place = [note.endswith("1 input(s) in place, 0 copied") for note in notes(recorder)
                 if note.startswith("CUDA graphs: recorded sizes")]
     assert in_place == [False, True, True, False], notes(recorder)
-    settled = torch.randn(4, 6, device=device)  # it settles again, elsewhere: read in place again
-    for step in range(cuda_graphs.PROMOTE_AFTER + 2):
-        settled.normal_()
+    for patience in (2 * cuda_graphs.PROMOTE_AFTER, 4 * cuda_graphs.PROMOTE_AFTER):
+        settled = torch.randn(4, 6, device=device)  # it settles again, elsewhere
+        for step in range(patience - 1):
+            settled.normal_()
+            assert_same(f(settled), fn(settled))
+        assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), (patience, notes(recorder))
+        settled.normal_()  # the patience-th call in a row at one address: read in place
         assert_same(f(settled), fn(settled))
-    assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), notes(recorder)
-    assert recorded(recorder) == 5, notes(recorder)
-    for x in kept + kept:  # the last record a key may take: copied from then on, never promoted
+        assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), (patience, notes(recorder))
+        for x in kept + kept:
+            assert_same(f(x), fn(x))
+    # the first, 3 for the first promotion (in place where it moved first), 2 for each later one
+    assert recorded(recorder) == 8, notes(recorder)
+    assert not any("run plain launches" in note for note in notes(recorder)), notes(recorder)
+    for x in kept:
+        x.normal_()
         assert_same(f(x), fn(x))
-    for step in range(cuda_graphs.PROMOTE_AFTER + 2):
-        settled.normal_()
-        assert_same(f(settled), fn(settled))
+        assert_same(x, x)
+
+
+def test_a_parameter_that_keeps_moving_ends_in_plain_launches(device):
+    """A parameter is read in place; one replaced at every call records again each time, up to
+    MAX_RECORDINGS_OF_A_KEY recordings of the key, which then runs plain launches (said in
+    explain()) and still matches eager."""
+    model, recorder = mlp(device), []
+    f = compiled(model, device, recorder)
+    x = torch.randn(4, 16, device=device)
+    with torch.no_grad():
+        for step in range(cuda_graphs.MAX_RECORDINGS_OF_A_KEY + 4):
+            model[0].weight.data = model[0].weight.data * 0.5  # new memory, same shape
+            assert_same(f(x), model(x))
     assert recorded(recorder) == cuda_graphs.MAX_RECORDINGS_OF_A_KEY, notes(recorder)
-    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+    assert any("run plain launches: the addresses of inputs" in note for note in notes(recorder)), notes(recorder)
 
 
 def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles(device):

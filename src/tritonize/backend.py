@@ -117,7 +117,7 @@ def make_backend(options: Options | None = None, recorder: list | None = None):
         if hit is not None:
             # the size key reads which sizes are symbolic: Dynamo's traced inputs, not this call's
             traced = dynamo_cache.traced_inputs(gm, example_inputs)
-            attach_cuda_graphs(hit.compiled, None, traced, "inference", options, "a cached graph")
+            attach_cuda_graphs(hit.compiled, None, traced, "inference", options, "a cached graph", dynamo_gm=gm)
             record(hit.compiled, "inference")
             return hit
         pending = dynamo_cache.PendingEntry(key, gm, example_inputs, options)

@@ -5,7 +5,9 @@ buckets. runtime/cuda_graphs.py does the rest at call time.
 
 The decisions come from AOTAutograd's metadata (TracingContext.fw_metadata): its static inputs
 (parameters and buffers), and its mutated inputs, whose new values the graph returns first. A
-backward graph's saved primal inputs are static where the forward's were.
+backward graph's saved primal inputs are static where the forward's were. A graph from the
+Dynamo-level cache has no such metadata; its static inputs are read from Dynamo's graph, by the
+rule AOTAutograd follows (`dynamo_static_inputs`).
 """
 from __future__ import annotations
 
@@ -24,13 +26,14 @@ from .padding import padding_plan
 CAPTURING_MODES = ("reduce-overhead",)
 
 
-def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: str) -> None:
+def attach_cuda_graphs(compiled, gm, example_inputs, role: str, options, name: str, dynamo_gm=None) -> None:
     """Under a capturing mode, route `compiled`'s calls through a GraphRunner (and say what was
-    decided in its explain() notes); otherwise leave it alone."""
+    decided in its explain() notes); otherwise leave it alone. dynamo_gm: Dynamo's graph, for a
+    Dynamo-level cache hit (no aten graph, no AOTAutograd metadata)."""
     if options.mode not in CAPTURING_MODES:
         return
     notes = compiled.artifacts.notes
-    plan = capture_plan(gm, example_inputs, role, options.cudagraph_capture)
+    plan = capture_plan(gm, example_inputs, role, options.cudagraph_capture, dynamo_gm)
     if plan.refusal is not None:
         notes.append(f"CUDA graphs: off: {plan.refusal}")
         if plan.refusal == CPU_GRAPH:
@@ -75,7 +78,7 @@ def cuda_device(example_inputs) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def capture_plan(gm, example_inputs, role: str, capture: str) -> CapturePlan:
+def capture_plan(gm, example_inputs, role: str, capture: str, dynamo_gm=None) -> CapturePlan:
     try:
         on_gpu = graph_device_kind(example_inputs, gm) == "cuda"
     except Unsupported as err:  # inputs on several devices (the graph ran through aten)
@@ -85,7 +88,9 @@ def capture_plan(gm, example_inputs, role: str, capture: str) -> CapturePlan:
     if gm is not None and any(node.meta.get("unbacked_bindings") for node in gm.graph.nodes):
         return CapturePlan(refusal="data-dependent sizes (the graph reads a size from the GPU)")
     metadata = _aot_metadata()
-    return CapturePlan(static=frozenset(static_inputs(gm, role, metadata)),
+    static = static_inputs(gm, role, metadata) if metadata is not None or dynamo_gm is None \
+        else dynamo_static_inputs(dynamo_gm)
+    return CapturePlan(static=frozenset(static),
                        mutations=tuple(mutated_input_outputs(example_inputs, role, metadata)),
                        key=tuple(size_key(example_inputs, on_gpu)))
 
@@ -106,6 +111,15 @@ def static_inputs(gm, role: str, metadata) -> list[int]:
     return [position for position, name in enumerate(names)
             if name.startswith("primals_") and name[len("primals_"):].isdigit()
             and int(name[len("primals_"):]) - 1 in forward_static]
+
+
+def dynamo_static_inputs(dynamo_gm) -> list[int]:
+    """Placeholders of Dynamo's graph that Dynamo marked static (parameters and buffers of inlined
+    modules, tensors given torch._dynamo.mark_static_address): AOTAutograd's static inputs where
+    its inputs are Dynamo's, one for one (the only graphs the Dynamo-level cache stores)."""
+    placeholders = [node for node in dynamo_gm.graph.nodes if node.op == "placeholder"]
+    return [position for position, node in enumerate(placeholders)
+            if node.meta.get("tensor_dict", {}).get("_dynamo_static_input_type")]
 
 
 def mutated_input_outputs(example_inputs, role: str, metadata) -> list[tuple[int, int]]:

@@ -15,7 +15,10 @@ graph into the device's shared pool, and every later call replays it.
   and reuse its memory (`_capture_inputs`).
 - **Other tensor inputs** are copied into the recording's own buffers before each replay. One
   that then stays at one address for PROMOTE_AFTER calls is read in place by a new recording
-  (`_promote`).
+  (`_promote`); each promotion of a key doubles the calls the next one waits for, so an input
+  that settles and moves again and again costs recordings that grow with the log of the calls.
+  Only a key's first recording and those forced by a moved parameter or mutated input count
+  towards MAX_RECORDINGS_OF_A_KEY.
 - **Outputs** live in pool memory that replays write. Each call hands them out as new storages
   over that memory, listed by the pool, which evacuates before a replay whatever the caller
   still holds where the replay writes (runtime/cuda_graph_pool.py, which also keeps the
@@ -43,8 +46,11 @@ from .cuda_graph_buckets import Padder, cut, leading_region
 from .cuda_graph_pool import GraphPool, alias_of, copied, storage_over, tensor_meta, tensor_on
 from .wrapper_support import reserve_split_counters
 
-PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place
-MAX_RECORDINGS_OF_A_KEY = 6  # records of one key (its fixed inputs moved) before giving up on it
+PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place (doubled
+# at each promotion of the key)
+MAX_RECORDINGS_OF_A_KEY = 6  # records of one key before giving up on it, counting the first and those forced
+# by the move of a parameter or a mutated input (inputs in pool memory move only when the graph that
+# wrote them records again, which its own limits bound)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -174,6 +180,7 @@ class Recording:
         self.capture = capture
         self.fixed = fixed  # input positions read in place
         self.fixed_ptrs = fixed_ptrs  # their addresses
+        self.found_stable: frozenset = frozenset()  # fixed only because they stayed put (may be copied instead)
         self.copies = copies  # [(input position, our buffer)]
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
@@ -189,14 +196,14 @@ class Recording:
         self.cut: dict = {}  # padded calls' sizes -> cut_metas
         self.watched: dict = {}  # copied input position -> [its last address, calls in a row there]
 
-    def steady_inputs(self, args) -> list:
-        """The watched copied inputs found at one address PROMOTE_AFTER calls in a row."""
+    def steady_inputs(self, args, patience: int) -> list:
+        """The watched copied inputs found at one address `patience` calls in a row."""
         steady = []
         for position, seen in self.watched.items():
             ptr = args[position].data_ptr()
             seen[1] = seen[1] + 1 if ptr == seen[0] else 1
             seen[0] = ptr
-            if seen[1] >= PROMOTE_AFTER:
+            if seen[1] >= patience:
                 steady.append(position)
         return steady
 
@@ -271,7 +278,8 @@ class GraphRunner:
         # pool's next replay or capture: the garbage collector may run this during a capture)
         weakref.finalize(self, pool.release_later, self.recordings)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
-        self.records_of: dict = {}  # key -> how many times it was recorded
+        self.records_of: dict = {}  # key -> how many times it was recorded, counting only forced records
+        self.promotions: dict = {}  # key -> how many times copied inputs of it were promoted
         self.demoted: dict = {}  # key -> input positions that moved while read in place
         self.moved_once: dict = {}  # key -> input positions found stable that moved once
         self.refusal = plan.refusal
@@ -286,7 +294,7 @@ class GraphRunner:
         key = () if not self.plan.key else self._key(args if pairs is None else self.padder.stand_ins(args, pairs))
         recording = self.recordings.get(key)
         if recording is not None and self._fixed_in_place(recording, args):
-            steady = recording.steady_inputs(args) if recording.watched else ()
+            steady = recording.steady_inputs(args, self._patience(key)) if recording.watched else ()
             if not steady or not self._promote(key, recording, steady):
                 return self._replay(recording, args, pairs)
         if pairs is not None:
@@ -353,14 +361,16 @@ class GraphRunner:
         return outputs
 
     def _without_recording(self, key, stale: Recording | None, args, pairs):
-        if stale is not None:  # a fixed input moved: record again
+        forced = True  # (a first recording counts too)
+        if stale is not None:  # a fixed input moved, or a promotion: record again
             moved = [i for i, ptr in zip(stale.fixed, stale.fixed_ptrs) if args[i].data_ptr() != ptr]
-            if moved:  # (otherwise a promotion)
+            if moved:
                 self.notes.append(f"CUDA graphs: sizes {key}: input(s) {moved} read in place moved")
-                self._after_a_move(key, moved, args)
+                self._after_a_move(key, stale, moved, args)
             self.pool.drop(stale)
             del self.recordings[key]
-            if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
+            forced = any(i in self.plan.static or i in self.mutated.values() for i in moved)
+            if forced and self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
                 self._stop_key(key, f"the addresses of inputs {moved} keep changing")
         if key in self.plain_keys:
             return self._plain(args, pairs)
@@ -370,14 +380,18 @@ class GraphRunner:
         if len(self.recordings) >= self.max_sizes:
             self._stop_key(key, f"more sizes than cudagraph_sizes={self.max_sizes}")
             return self._plain(args, pairs)
-        return self._record(key, args, pairs)
+        return self._record(key, args, pairs, forced)
 
-    def _after_a_move(self, key, moved: list, args) -> None:
+    def _patience(self, key) -> int:
+        """Calls in a row at one address before a copied input of `key` is read in place."""
+        return PROMOTE_AFTER << self.promotions.get(key, 0)
+
+    def _after_a_move(self, key, stale: Recording, moved: list, args) -> None:
         """Inputs read in place only because they were found stable moved. The first time, the
         next recording reads them in place at their new address (a backward's gradient moves once
         when the buffer it was copied into is freed, and then stays; a plain call or a new buffer
         would move it again); after that, they are copied."""
-        found_stable = {i for i in moved if i not in self.plan.static and i not in self.mutated.values()}
+        found_stable = [i for i in moved if i in stale.found_stable]
         moved_before = self.moved_once.setdefault(key, set())
         warm = self.warm.get(key)
         for position in found_stable:
@@ -388,20 +402,19 @@ class GraphRunner:
                 warm[position] = args[position].data_ptr()
 
     def _promote(self, key, recording: Recording, steady: list) -> bool:
-        """Record again, reading in place the copied inputs that stopped moving (False when the
-        key may not be recorded again, keeping one record for an input that moves after). A
-        backward's incoming gradient settles only once both forward and backward replay: read in
-        place, it needs no buffer. Freeing that buffer can move it once more (the allocator's next
-        block for it may be the buffer's), so an input may be promoted again after it moved."""
+        """Record again, reading in place the copied inputs that stopped moving (False when all
+        of them are a graph's own outputs fed back). A backward's incoming gradient settles only
+        once both forward and backward replay: read in place, it needs no buffer. Freeing that
+        buffer can move it once more (the allocator's next block for it may be the buffer's), and
+        a training loop's first steps move it a few times, so an input may be promoted again
+        after it moved; each promotion doubles the wait for the next (`_patience`)."""
         in_pool = [position for position in steady if self.pool.resident(recording.watched[position][0])]
         for position in in_pool:  # a graph's own output fed back (h = f(h)): read in place, the
             del recording.watched[position]  # capture's drop would evacuate it, and it would move again
         steady = [position for position in steady if position not in in_pool]
         if not steady:
             return False
-        if self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY - 1:
-            recording.watched.clear()
-            return False
+        self.promotions[key] = self.promotions.get(key, 0) + 1
         self.demoted.get(key, set()).difference_update(steady)
         warm = self.warm[key]
         for position in steady:
@@ -420,7 +433,7 @@ class GraphRunner:
             self._warned = True
             warnings.warn(f"tritonize: {self.name}: CUDA graphs: {text}", stacklevel=4)
 
-    def _record(self, key, args, pairs):
+    def _record(self, key, args, pairs, forced: bool):
         problem = _uncapturable_input(args) if self.capture_kind == "cuda" else None
         if problem is not None:
             return self._refuse(problem, args, pairs)
@@ -428,7 +441,7 @@ class GraphRunner:
             start = self.pool.before_capture()
         except RuntimeError as err:
             return self._refuse(f"memory: {err}", args, pairs)
-        fixed = self._fixed_positions(key, args)
+        fixed, found_stable = self._fixed_positions(key, args)
         copies, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start)
         capture = CudaCapture(self.pool.handle()) if self.capture_kind == "cuda" else FakeCapture()
         run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
@@ -446,6 +459,7 @@ class GraphRunner:
         specs, storages = _describe_outputs(outputs, sources, self.mutated)
         fixed = sorted(fixed)
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
+        recording.found_stable = found_stable
         recording.left_alone = frozenset(h.place for h in start if h.held())
         recording.released = [position for position in handed_over if position not in recording.reads_args]
         try:
@@ -456,17 +470,18 @@ class GraphRunner:
         if not self.pool.reuses_memory:
             recording.capture_outputs = outputs  # (where memory is reused, the pool state says what is live)
         del outputs
-        self._register(key, recording, sum(ref.expired() for ref, _ in handed_over.values()))
+        self._register(key, recording, sum(ref.expired() for ref, _ in handed_over.values()), forced)
         return self._replay(recording, args, pairs)
 
-    def _register(self, key, recording: Recording, freed: int) -> None:
-        """A new recording of `key` joins the pool (its copied inputs watched for promotion), and
-        explain() says what it reads in place, copies, and freed inside the capture."""
+    def _register(self, key, recording: Recording, freed: int, forced: bool) -> None:
+        """A new recording of `key` joins the pool (its copied inputs watched for promotion; a
+        forced one counts towards the key's limit), and explain() says what it reads in place,
+        copies, and freed inside the capture."""
         grown = self.padder.grown if self.padder is not None else set()
         recording.watched = {position: [None, 0] for position, _ in recording.copies if position not in grown}
         self.pool.recordings.append(recording)
         self.recordings[key] = recording
-        self.records_of[key] = self.records_of.get(key, 0) + 1
+        self.records_of[key] = self.records_of.get(key, 0) + forced
         self.notes.append(f"CUDA graphs: recorded sizes {key}: {len(recording.fixed)} input(s) in place, "
                           f"{len(recording.copies)} copied"
                           + (f", {freed} freed inside the graph after their last read" if freed else ""))
@@ -514,20 +529,23 @@ class GraphRunner:
                 args[position] = tensor_on(torch.UntypedStorage._new_with_weak_ptr(ref.cdata), meta)
         return sources
 
-    def _fixed_positions(self, key, args) -> set:
-        """Inputs the recording reads in place (module text); never one that padding grows."""
+    def _fixed_positions(self, key, args) -> tuple:
+        """Inputs the recording reads in place (module text; never one that padding grows), and
+        those of them read in place only because they stayed put."""
         grown = self.padder.grown if self.padder is not None else set()
         demoted = self.demoted.get(key, set())
         warm = self.warm.get(key) or []
-        fixed = set()
+        fixed, found_stable = set(), set()
         for position, x in enumerate(args):
             if not isinstance(x, torch.Tensor) or position in grown:
                 continue  # (a padded input is a fresh copy at every call, wherever it lands)
             ptr = x.data_ptr()
-            if position in self.plan.static or position in self.mutated.values() or self.pool.resident(ptr) \
-                    or (position not in demoted and position < len(warm) and warm[position] == ptr):
+            if position in self.plan.static or position in self.mutated.values() or self.pool.resident(ptr):
                 fixed.add(position)
-        return fixed
+            elif position not in demoted and position < len(warm) and warm[position] == ptr:
+                fixed.add(position)
+                found_stable.add(position)
+        return fixed, frozenset(found_stable)
 
     def _refuse(self, reason: str, args, pairs):
         self.refusal = reason
