@@ -144,6 +144,7 @@ class GraphPool:
         self.device = device
         self.reuses_memory = kind == "cuda" and native_allocator()
         self._handle = None
+        self._stream = None
         self.recordings: list = []
         self.retired: list = []  # dropped recordings whose outputs the caller holds and we could not move
         self.handed: list[Handed] = []
@@ -157,6 +158,13 @@ class GraphPool:
         if self._handle is None and self.kind == "cuda":
             self._handle = torch.cuda.graph_pool_handle()
         return self._handle
+
+    def capture_stream(self):
+        """The side stream every capture into this pool runs on (one stream, so that the
+        allocator's blocks of one capture are reusable by the next)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        return self._stream
 
     def hand_out(self, storage, place: tuple, tensors, owner) -> None:
         """List a storage handed out over pool memory at `place` (address, bytes)."""
@@ -290,7 +298,7 @@ class GraphPool:
 
     def resident(self, data_ptr: int) -> bool:
         """True for memory a recording of this pool owns or reads in place."""
-        return any(r.owns(data_ptr) or data_ptr in r.fixed_ptrs for r in self.recordings)
+        return any(r.owns(data_ptr) for r in self.recordings)
 
     def release_later(self, recordings: dict) -> None:
         """A compiled graph went: its recordings leave the pool now, or, where this runs from the

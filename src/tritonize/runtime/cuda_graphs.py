@@ -75,10 +75,18 @@ class CapturePlan:
 
 
 class CudaCapture:
-    """Records with a CUDA graph into one memory pool."""
+    """Records with a CUDA graph into one memory pool, on the pool's capture stream.
 
-    def __init__(self, pool):
-        self.pool = pool
+    release_cache: give the allocator's cached free blocks back to the driver first (as
+    torch.cuda.graph always does), so that the pool can take the memory a warm-up call cached.
+    Recording again in the steady state keeps them: emptying the cache would move the caller's
+    next eager tensors (a backward's incoming gradient) to new addresses, and a moved input read
+    in place makes the graph record again."""
+
+    def __init__(self, handle, stream, release_cache: bool):
+        self.handle = handle
+        self.stream = stream
+        self.release_cache = release_cache
         self.graph = None
 
     def record(self, run):
@@ -88,13 +96,18 @@ class CudaCapture:
         once the graph is recorded (as Inductor's cudagraph trees do). The counters of split
         reductions for the capture stream are made before, outside the pool."""
         torch.cuda.synchronize()
+        if self.release_cache:
+            torch.cuda.empty_cache()
         self.graph = torch.cuda.CUDAGraph()
-        capturing = torch.cuda.graph(self.graph, pool=self.pool, capture_error_mode="thread_local")
-        reserve_split_counters(torch.cuda.current_device(), capturing.capture_stream.cuda_stream)
+        reserve_split_counters(torch.cuda.current_device(), self.stream.cuda_stream)
         torch._C._cuda_clearCublasWorkspaces()
         try:
-            with capturing:
-                outputs = run()
+            with torch.cuda.stream(self.stream):
+                self.graph.capture_begin(self.handle, capture_error_mode="thread_local")
+                try:
+                    outputs = run()
+                finally:
+                    self.graph.capture_end()
         finally:
             torch._C._cuda_clearCublasWorkspaces()
         return outputs
@@ -443,7 +456,8 @@ class GraphRunner:
             return self._refuse(f"memory: {err}", args, pairs)
         fixed, found_stable = self._fixed_positions(key, args)
         copies, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start)
-        capture = CudaCapture(self.pool.handle()) if self.capture_kind == "cuda" else FakeCapture()
+        capture = CudaCapture(self.pool.handle(), self.pool.capture_stream(), release_cache=forced) \
+            if self.capture_kind == "cuda" else FakeCapture()
         run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
                                 self.capture_kind == "cuda")
         del capture_args
