@@ -235,6 +235,27 @@ def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
 
 
+def test_an_input_read_in_place_for_long_that_moves_is_read_in_place_where_it_went(device):
+    """A found-stable input that moves after PROMOTE_AFTER replays at one address (as a training
+    loop's gradient does once when the program calls torch.cuda.empty_cache()) is read in place
+    at its new address, even after an earlier move; one that moves again right after its
+    recording is copied."""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    first, second, third, fourth = (torch.randn(4, 6, device=device) for _ in range(4))
+    calls = [first, first, second] + [second] * cuda_graphs.PROMOTE_AFTER + [third, fourth]
+    for x in calls:
+        x.normal_()
+        assert_same(f(x), fn(x))
+        assert_same(x, x.clone())
+    in_place = [note.endswith("1 input(s) in place, 0 copied") for note in notes(recorder)
+                if note.startswith("CUDA graphs: recorded sizes")]
+    assert in_place == [True, True, True, False], notes(recorder)
+
+
 def test_a_promotion_is_not_reported_as_a_move(device):
     """explain() names inputs read in place that moved; a copied input promoted to be read in
     place (it stopped moving) is no such move. (The review's case.)"""

@@ -208,6 +208,7 @@ class Recording:
         self.regions: dict = {}  # (input position, caller's shape) -> the first rows of our buffer
         self.cut: dict = {}  # padded calls' sizes -> cut_metas
         self.watched: dict = {}  # copied input position -> [its last address, calls in a row there]
+        self.replays = 0
 
     def steady_inputs(self, args, patience: int) -> list:
         """The watched copied inputs found at one address `patience` calls in a row."""
@@ -366,6 +367,7 @@ class GraphRunner:
             args.clear()
             args = read
         recording.capture.replay()
+        recording.replays += 1
         self.pool.replayed(recording.checkpoint)
         metas = None if pairs is None else recording.cut_metas(self.padder, pairs)
         outputs = recording.outputs_for(self.pool, args, metas)
@@ -400,12 +402,15 @@ class GraphRunner:
         return PROMOTE_AFTER << self.promotions.get(key, 0)
 
     def _after_a_move(self, key, stale: Recording, moved: list, args) -> None:
-        """Inputs read in place only because they were found stable moved. The first time, the
-        next recording reads them in place at their new address (a backward's gradient moves once
-        when the buffer it was copied into is freed, and then stays; a plain call or a new buffer
-        would move it again); after that, they are copied."""
+        """Inputs read in place only because they were found stable moved. The first time, or
+        after `_patience` replays at their old address (torch.cuda.empty_cache() moves a training
+        loop's gradient once), the next recording reads them in place at their new address (a
+        backward's gradient moves once when the buffer it was copied into is freed, and then
+        stays; a plain call or a new buffer would move it again); otherwise they are copied."""
         found_stable = [i for i in moved if i in stale.found_stable]
         moved_before = self.moved_once.setdefault(key, set())
+        if stale.replays >= self._patience(key):
+            moved_before.difference_update(found_stable)
         warm = self.warm.get(key)
         for position in found_stable:
             if position in moved_before:
