@@ -133,6 +133,21 @@ def test_moved_parameter_records_again(device):
     assert recorded(recorder) == 2, notes(recorder)
 
 
+def test_weights_swapped_back_and_forth_replay_their_recordings(device):
+    """Two sets of weights swapped in turn (`.data`): each set's recording is kept, and a swap
+    back replays it (a parameter's move is forced, but a kept recording reading it in place
+    needs no recording)."""
+    model, recorder = mlp(device), []
+    f = compiled(model, device, recorder)
+    x = torch.randn(4, 16, device=device)
+    weights = [model[0].weight.data, model[0].weight.data * 0.5]
+    with torch.no_grad():
+        for step in range(3 * cuda_graphs.MAX_RECORDINGS_OF_A_KEY):
+            model[0].weight.data = weights[step % 2]
+            assert_same(f(x), model(x))
+    assert recorded(recorder) == 2, notes(recorder)
+
+
 def test_a_dynamo_cache_hit_reads_parameters_in_place_as_a_fresh_compile(device, cache):
     """A graph from the Dynamo-level cache has no AOTAutograd metadata: its static inputs (the
     parameters) are read from Dynamo's graph, so a second process reads them in place as the
@@ -157,28 +172,32 @@ def test_a_copied_input_that_stops_moving_is_read_in_place(device):
     PROMOTE_AFTER calls the graph is recorded again reading it in place (its new contents count
     at every call), and if it moves after all it is copied again, and read in place again once it
     settles (a training loop's first steps move a backward's gradient a few times), after twice
-    as many calls at each promotion."""
+    as many calls at each promotion. (Every tensor stays alive: a new address at every move.)"""
     def fn(x):
         return (x * 3).relu() + 1
 
-    recorder = []
+    recorder, alive = [], []
+
+    def fresh(n):
+        alive.extend(torch.randn(4, 6, device=device) for _ in range(n))
+        return alive[-n:]
+
     f = compiled(fn, device, recorder)
-    kept = [torch.randn(4, 6, device=device) for _ in range(3)]  # distinct addresses while warming up
-    for x in kept:
+    for x in fresh(3):  # distinct addresses while warming up
         assert_same(f(x), fn(x))
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
-    steady = torch.randn(4, 6, device=device)
+    steady = fresh(1)[0]
     for step in range(cuda_graphs.PROMOTE_AFTER + 2):
         steady.normal_()  # same address, new contents
         assert_same(f(steady), fn(steady))
     assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), notes(recorder)
-    for x in kept + kept:  # moving again: read in place where it went, then copied after a second move
+    for x in fresh(6):  # moving again: read in place where it went, then copied after a second move
         assert_same(f(x), fn(x))
     in_place = [note.endswith("1 input(s) in place, 0 copied") for note in notes(recorder)
                 if note.startswith("CUDA graphs: recorded sizes")]
     assert in_place == [False, True, True, False], notes(recorder)
     for patience in (2 * cuda_graphs.PROMOTE_AFTER, 4 * cuda_graphs.PROMOTE_AFTER):
-        settled = torch.randn(4, 6, device=device)  # it settles again, elsewhere
+        settled = fresh(1)[0]  # it settles again, elsewhere
         for step in range(patience - 1):
             settled.normal_()
             assert_same(f(settled), fn(settled))
@@ -186,15 +205,42 @@ def test_a_copied_input_that_stops_moving_is_read_in_place(device):
         settled.normal_()  # the patience-th call in a row at one address: read in place
         assert_same(f(settled), fn(settled))
         assert notes(recorder)[-1].endswith("1 input(s) in place, 0 copied"), (patience, notes(recorder))
-        for x in kept + kept:
+        for x in fresh(2):
             assert_same(f(x), fn(x))
     # the first, 3 for the first promotion (in place where it moved first), 2 for each later one
     assert recorded(recorder) == 8, notes(recorder)
     assert not any("run plain launches" in note for note in notes(recorder)), notes(recorder)
-    for x in kept:
+
+
+def test_an_input_that_returns_to_an_address_replays_its_recording(device):
+    """A recording replaced because an input it read in place moved is kept: when the input
+    returns to that address (a training loop's gradient moves between a few blocks, and every
+    recording changes the allocator's free blocks), the kept recording replays and nothing is
+    recorded again. A recording that copies is not kept (its buffer would hold memory)."""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    first, second, third = (torch.randn(4, 6, device=device) for _ in range(3))
+    for x in (first, first, second):  # found stable at first, read in place where it moved
         x.normal_()
         assert_same(f(x), fn(x))
-        assert_same(x, x)
+    assert recorded(recorder) == 2, notes(recorder)
+    for x in (first, second) * 4:
+        x.normal_()
+        before = x.clone()
+        assert_same(f(x), fn(before))
+        assert_same(x, before)
+    assert recorded(recorder) == 2, notes(recorder)
+    x = third.normal_()  # a quick second move to a new address: copied
+    assert_same(f(x), fn(x))
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+    for x in (first, second, first):  # back where recordings read it in place: they replay
+        x.normal_()
+        assert_same(f(x), fn(x))
+    assert recorded(recorder) == 3, notes(recorder)
+    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
 
 
 def test_a_parameter_that_keeps_moving_ends_in_plain_launches(device):
@@ -204,8 +250,10 @@ def test_a_parameter_that_keeps_moving_ends_in_plain_launches(device):
     model, recorder = mlp(device), []
     f = compiled(model, device, recorder)
     x = torch.randn(4, 16, device=device)
+    old = []  # (kept alive: every weight at a new address, none where a kept recording reads one)
     with torch.no_grad():
         for step in range(cuda_graphs.MAX_RECORDINGS_OF_A_KEY + 4):
+            old.append(model[0].weight.data)
             model[0].weight.data = model[0].weight.data * 0.5  # new memory, same shape
             assert_same(f(x), model(x))
     assert recorded(recorder) == cuda_graphs.MAX_RECORDINGS_OF_A_KEY, notes(recorder)
@@ -215,45 +263,68 @@ def test_a_parameter_that_keeps_moving_ends_in_plain_launches(device):
 def test_an_input_found_stable_that_moves_once_is_read_in_place_where_it_settles(device):
     """An input read in place because it stayed put while warming up moves: the next recording
     reads it in place at its new address (no buffer to copy into, no plain call: either would
-    move a backward's gradient again, as freeing its old buffer moved it); a second move copies
-    it."""
+    move a backward's gradient again, as freeing its old buffer moved it); a second move right
+    after copies it."""
     def fn(x):
         return (x * 3).relu() + 1
 
     recorder = []
     f = compiled(fn, device, recorder)
-    first, settled = torch.randn(4, 6, device=device), torch.randn(4, 6, device=device)
-    for x in (first, first, settled, settled, settled):
+    first, settled, third = (torch.randn(4, 6, device=device) for _ in range(3))
+    for x in (first, first, settled):
         x.normal_()
         assert_same(f(x), fn(x))
     in_place = [note for note in notes(recorder) if note.startswith("CUDA graphs: recorded sizes")]
     assert [note.endswith("1 input(s) in place, 0 copied") for note in in_place] == [True, True], in_place
     assert "CUDA graphs: sizes (): input(s) [0] read in place moved" in notes(recorder), notes(recorder)
-    for x in (first, settled):
-        x.normal_()
-        assert_same(f(x), fn(x))
+    third.normal_()
+    assert_same(f(third), fn(third))
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
 
 
 def test_an_input_read_in_place_for_long_that_moves_is_read_in_place_where_it_went(device):
-    """A found-stable input that moves after PROMOTE_AFTER replays at one address (as a training
-    loop's gradient does once when the program calls torch.cuda.empty_cache()) is read in place
-    at its new address, even after an earlier move; one that moves again right after its
-    recording is copied."""
+    """A found-stable input that moves after the key's patience (PROMOTE_AFTER replays in a row,
+    before any promotion) at one address (as a training loop's gradient does once when the
+    program calls torch.cuda.empty_cache()) is read in place at its new address, even after an
+    earlier move; one that moves a replay sooner is copied."""
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    for replays, read_in_place in ((cuda_graphs.PROMOTE_AFTER, True), (cuda_graphs.PROMOTE_AFTER - 1, False)):
+        recorder = []
+        f = compiled(fn, device, recorder)
+        first, second, third = (torch.randn(4, 6, device=device) for _ in range(3))
+        # warm-up and recording at first; second: moved once, recorded, replayed `replays` times
+        for x in [first, first] + [second] * replays + [third]:
+            x.normal_()
+            before = x.clone()
+            assert_same(f(x), fn(before))
+            assert_same(x, before)
+        in_place = [note.endswith("1 input(s) in place, 0 copied") for note in notes(recorder)
+                    if note.startswith("CUDA graphs: recorded sizes")]
+        assert in_place == [True, True, read_in_place], (replays, notes(recorder))
+
+
+def test_an_input_rotating_through_buffers_records_a_logarithmic_number_of_times(device):
+    """An input that moves through more buffers than a key keeps recordings for, staying a few
+    calls at each (a ring of buffers), never runs plain, matches eager at every call, and costs
+    recordings that grow with the log of the calls: each re-read after the patience doubles it."""
     def fn(x):
         return (x * 3).relu() + 1
 
     recorder = []
     f = compiled(fn, device, recorder)
-    first, second, third, fourth = (torch.randn(4, 6, device=device) for _ in range(4))
-    calls = [first, first, second] + [second] * cuda_graphs.PROMOTE_AFTER + [third, fourth]
-    for x in calls:
-        x.normal_()
-        assert_same(f(x), fn(x))
-        assert_same(x, x.clone())
-    in_place = [note.endswith("1 input(s) in place, 0 copied") for note in notes(recorder)
-                if note.startswith("CUDA graphs: recorded sizes")]
-    assert in_place == [True, True, True, False], notes(recorder)
+    ring = [torch.randn(4, 6, device=device) for _ in range(cuda_graphs.MAX_VARIANTS_OF_A_KEY + 2)]
+    calls = 0
+    for turn in range(40):
+        for _ in range(cuda_graphs.PROMOTE_AFTER + 1):
+            x = ring[turn % len(ring)].normal_()
+            before = x.clone()
+            assert_same(f(x), fn(before))
+            assert_same(x, before)
+            calls += 1
+    assert recorded(recorder) <= 2 * calls.bit_length(), (recorded(recorder), notes(recorder))
+    assert not any("run plain launches" in note for note in notes(recorder)), notes(recorder)
 
 
 def test_a_promotion_is_not_reported_as_a_move(device):

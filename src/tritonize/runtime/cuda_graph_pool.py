@@ -297,13 +297,15 @@ class GraphPool:
     # -------------------------------------------------------------- recordings leaving
 
     def resident(self, data_ptr: int) -> bool:
-        """True for memory a recording of this pool owns or reads in place."""
+        """True for memory a recording of this pool owns (not the addresses of other recordings'
+        fixed inputs: the tensors there may have died, and a fresh tensor taken their place)."""
         return any(r.owns(data_ptr) for r in self.recordings)
 
-    def release_later(self, recordings: dict) -> None:
-        """A compiled graph went: its recordings leave the pool now, or, where this runs from the
-        garbage collector during a capture or an evacuation pass (`busy`), right after it."""
-        self.pending.append(recordings)
+    def release_later(self, *groups: dict) -> None:
+        """A compiled graph went: its recordings (the values of `groups`) leave the pool now, or,
+        where this runs from the garbage collector during a capture or an evacuation pass
+        (`busy`), right after it."""
+        self.pending.extend(groups)
         if not self.busy:
             self.release_pending()
 

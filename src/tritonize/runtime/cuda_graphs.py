@@ -19,6 +19,11 @@ graph into the device's shared pool, and every later call replays it.
   that settles and moves again and again costs recordings that grow with the log of the calls.
   Only a key's first recording and those forced by a moved parameter or mutated input count
   towards MAX_RECORDINGS_OF_A_KEY.
+- **Variants.** A recording replaced because inputs it reads in place moved is kept (if it
+  copies nothing, up to MAX_VARIANTS_OF_A_KEY recordings of a key): a call whose inputs are
+  where a kept recording reads them replays that one instead of recording again (a training
+  loop's gradient moves between a few addresses; each recording changes the allocator's free
+  blocks and moves it again).
 - **Outputs** live in pool memory that replays write. Each call hands them out as new storages
   over that memory, listed by the pool, which evacuates before a replay whatever the caller
   still holds where the replay writes (runtime/cuda_graph_pool.py, which also keeps the
@@ -48,9 +53,12 @@ from .wrapper_support import reserve_split_counters
 
 PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place (doubled
 # at each promotion of the key)
+MAX_VARIANTS_OF_A_KEY = 4  # recordings of one key kept at once: its current one, and earlier ones that copy
+# nothing, for the addresses their inputs were found at (a gradient that returns to one replays it)
 MAX_RECORDINGS_OF_A_KEY = 6  # records of one key before giving up on it, counting the first and those forced
-# by the move of a parameter or a mutated input (inputs in pool memory move only when the graph that
-# wrote them records again, which its own limits bound)
+# by the move of a parameter or a mutated input (an input in pool memory that moves is either the output of a
+# graph that recorded again, which its own limits bound, or one evacuated out of the pool: the next
+# recording copies it)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -95,21 +103,22 @@ class CudaCapture:
         workspaces are dropped before and after: the capture's lands in the pool, free to reuse
         once the graph is recorded (as Inductor's cudagraph trees do). The counters of split
         reductions for the capture stream are made before, outside the pool."""
-        torch.cuda.synchronize()
-        if self.release_cache:
-            torch.cuda.empty_cache()
-        self.graph = torch.cuda.CUDAGraph()
-        reserve_split_counters(torch.cuda.current_device(), self.stream.cuda_stream)
-        torch._C._cuda_clearCublasWorkspaces()
-        try:
-            with torch.cuda.stream(self.stream):
-                self.graph.capture_begin(self.handle, capture_error_mode="thread_local")
-                try:
-                    outputs = run()
-                finally:
-                    self.graph.capture_end()
-        finally:
+        with torch.cuda.device(self.stream.device):
+            torch.cuda.synchronize()
+            if self.release_cache:
+                torch.cuda.empty_cache()
+            self.graph = torch.cuda.CUDAGraph()
+            reserve_split_counters(torch.cuda.current_device(), self.stream.cuda_stream)
             torch._C._cuda_clearCublasWorkspaces()
+            try:
+                with torch.cuda.stream(self.stream):
+                    self.graph.capture_begin(self.handle, capture_error_mode="thread_local")
+                    try:
+                        outputs = run()
+                    finally:
+                        self.graph.capture_end()
+            finally:
+                torch._C._cuda_clearCublasWorkspaces()
         return outputs
 
     def replay(self) -> None:
@@ -209,6 +218,7 @@ class Recording:
         self.cut: dict = {}  # padded calls' sizes -> cut_metas
         self.watched: dict = {}  # copied input position -> [its last address, calls in a row there]
         self.replays = 0
+        self.key = None  # the size key it was recorded for
 
     def steady_inputs(self, args, patience: int) -> list:
         """The watched copied inputs found at one address `patience` calls in a row."""
@@ -287,10 +297,11 @@ class GraphRunner:
         self.notes = notes
         self.name = name
         self.mutated = dict(plan.mutations)
-        self.recordings: dict = {}
+        self.recordings: dict = {}  # key -> its current recording
+        self.variants: dict = {}  # id -> a recording kept for its key that is not the current one
         # when the compiled graph goes (torch._dynamo.reset()), its recordings leave the pool (at the
         # pool's next replay or capture: the garbage collector may run this during a capture)
-        weakref.finalize(self, pool.release_later, self.recordings)
+        weakref.finalize(self, pool.release_later, self.recordings, self.variants)
         self.warm: dict = {}  # key -> addresses of the tensor inputs at the last plain call
         self.records_of: dict = {}  # key -> how many times it was recorded, counting only forced records
         self.promotions: dict = {}  # key -> how many times copied inputs of it were promoted
@@ -307,6 +318,8 @@ class GraphRunner:
         pairs = self.padder.targets(args) if self.padder is not None else None
         key = () if not self.plan.key else self._key(args if pairs is None else self.padder.stand_ins(args, pairs))
         recording = self.recordings.get(key)
+        if recording is not None and self.variants and (recording.copies or not self._fixed_in_place(recording, args)):
+            recording = self._variant_in_place(key, recording, args)
         if recording is not None and self._fixed_in_place(recording, args):
             steady = recording.steady_inputs(args, self._patience(key)) if recording.watched else ()
             if not steady or not self._promote(key, recording, steady):
@@ -382,8 +395,8 @@ class GraphRunner:
             if moved:
                 self.notes.append(f"CUDA graphs: sizes {key}: input(s) {moved} read in place moved")
                 self._after_a_move(key, stale, moved, args)
-            self.pool.drop(stale)
             del self.recordings[key]
+            self._set_aside(stale)
             forced = any(i in self.plan.static or i in self.mutated.values() for i in moved)
             if forced and self.records_of.get(key, 0) >= MAX_RECORDINGS_OF_A_KEY:
                 self._stop_key(key, f"the addresses of inputs {moved} keep changing")
@@ -397,19 +410,51 @@ class GraphRunner:
             return self._plain(args, pairs)
         return self._record(key, args, pairs, forced)
 
+    def _variant_in_place(self, key, current: Recording, args) -> Recording:
+        """A kept recording of `key` that reads in place every input where this call has it, made
+        the key's current one (`current` is set aside); else `current`."""
+        for variant in list(self.variants.values()):
+            if variant.key == key and self._fixed_in_place(variant, args):
+                del self.variants[id(variant)]
+                variant.replays = 0  # (replays in a row: `_after_a_move` reads how long an input stayed put)
+                self.recordings[key] = variant
+                self._set_aside(current)
+                return variant
+        return current
+
+    def _set_aside(self, recording: Recording) -> None:
+        """A recording that is no longer its key's current one: kept as a variant when it copies
+        nothing (a copy buffer would hold memory for nothing), the key's oldest variant leaving
+        past MAX_VARIANTS_OF_A_KEY; otherwise it leaves the pool."""
+        if recording.copies:
+            self.pool.drop(recording)
+            return
+        self._drop_variants(recording.key, keep=MAX_VARIANTS_OF_A_KEY - 2)
+        self.variants[id(recording)] = recording
+
+    def _drop_variants(self, key, keep: int) -> None:
+        """The oldest variants of `key` leave the pool, but the last `keep` (dicts keep their order)."""
+        same_key = [variant for variant in self.variants.values() if variant.key == key]
+        for oldest in same_key[:max(0, len(same_key) - keep)]:
+            del self.variants[id(oldest)]
+            self.pool.drop(oldest)
+
     def _patience(self, key) -> int:
         """Calls in a row at one address before a copied input of `key` is read in place."""
         return PROMOTE_AFTER << self.promotions.get(key, 0)
 
     def _after_a_move(self, key, stale: Recording, moved: list, args) -> None:
         """Inputs read in place only because they were found stable moved. The first time, or
-        after `_patience` replays at their old address (torch.cuda.empty_cache() moves a training
-        loop's gradient once), the next recording reads them in place at their new address (a
-        backward's gradient moves once when the buffer it was copied into is freed, and then
-        stays; a plain call or a new buffer would move it again); otherwise they are copied."""
+        after `_patience` replays in a row at their old address (torch.cuda.empty_cache() moves a
+        training loop's gradient once), the next recording reads them in place at their new
+        address (a backward's gradient moves once when the buffer it was copied into is freed,
+        and then stays; a plain call or a new buffer would move it again); otherwise they are
+        copied. A re-read after the patience counts as a promotion (the next patience doubles),
+        so inputs that rotate through new buffers cost recordings growing with the log of the calls."""
         found_stable = [i for i in moved if i in stale.found_stable]
         moved_before = self.moved_once.setdefault(key, set())
-        if stale.replays >= self._patience(key):
+        if found_stable and stale.replays >= self._patience(key):
+            self.promotions[key] = self.promotions.get(key, 0) + 1
             moved_before.difference_update(found_stable)
         warm = self.warm.get(key)
         for position in found_stable:
@@ -441,6 +486,7 @@ class GraphRunner:
 
     def _stop_key(self, key, reason: str) -> None:
         self.plain_keys.add(key)
+        self._drop_variants(key, keep=0)
         self._say(f"sizes {key} run plain launches: {reason}")
 
     def _say(self, text: str) -> None:
@@ -479,6 +525,7 @@ class GraphRunner:
         fixed = sorted(fixed)
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
         recording.found_stable = found_stable
+        recording.key = key
         recording.left_alone = frozenset(h.place for h in start if h.held())
         recording.released = [position for position in handed_over if position not in recording.reads_args]
         try:
