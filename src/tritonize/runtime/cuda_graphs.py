@@ -87,9 +87,10 @@ class CudaCapture:
 
     release_cache: give the allocator's cached free blocks back to the driver first (as
     torch.cuda.graph always does), so that the pool can take the memory a warm-up call cached.
-    Recording again in the steady state keeps them: emptying the cache would move the caller's
-    next eager tensors (a backward's incoming gradient) to new addresses, and a moved input read
-    in place makes the graph record again."""
+    Recording again in the steady state keeps them, unless the device has less memory free than
+    the allocator caches unused (a capture that runs out of memory turns the graph's CUDA graphs
+    off): emptying the cache would move the caller's next eager tensors (a backward's incoming
+    gradient) to new addresses, and a moved input read in place makes the graph record again."""
 
     def __init__(self, handle, stream, release_cache: bool):
         self.handle = handle
@@ -105,7 +106,7 @@ class CudaCapture:
         reductions for the capture stream are made before, outside the pool."""
         with torch.cuda.device(self.stream.device):
             torch.cuda.synchronize()
-            if self.release_cache:
+            if self.release_cache or _memory_is_tight():
                 torch.cuda.empty_cache()
             self.graph = torch.cuda.CUDAGraph()
             reserve_split_counters(torch.cuda.current_device(), self.stream.cuda_stream)
@@ -277,6 +278,12 @@ class Recording:
             for storage, place, tensors in zip(storages, self.places, refs):
                 pool.hand_out(storage, place, tensors, self)
         return outputs
+
+
+def _memory_is_tight() -> bool:
+    """The current device has less memory free than the caching allocator holds unused."""
+    free, _ = torch.cuda.mem_get_info()
+    return free < torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
 
 
 # ----------------------------------------------------------------------------- the runner
