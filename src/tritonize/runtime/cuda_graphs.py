@@ -221,6 +221,11 @@ class Recording:
         self.replays = 0
         self.key = None  # the size key it was recorded for
 
+    def found_stable_in_place(self, args) -> bool:
+        """The inputs read in place only because they stayed put are where this call has them (a
+        first test, cheaper than comparing every fixed input: a backward has hundreds)."""
+        return all(args[i].data_ptr() == ptr for i, ptr in zip(self.fixed, self.fixed_ptrs) if i in self.found_stable)
+
     def steady_inputs(self, args, patience: int) -> list:
         """The watched copied inputs found at one address `patience` calls in a row."""
         steady = []
@@ -421,7 +426,7 @@ class GraphRunner:
         """A kept recording of `key` that reads in place every input where this call has it, made
         the key's current one (`current` is set aside); else `current`."""
         for variant in list(self.variants.values()):
-            if variant.key == key and self._fixed_in_place(variant, args):
+            if variant.key == key and variant.found_stable_in_place(args) and self._fixed_in_place(variant, args):
                 del self.variants[id(variant)]
                 variant.replays = 0  # (replays in a row: `_after_a_move` reads how long an input stayed put)
                 self.recordings[key] = variant
