@@ -27,14 +27,19 @@ case "${1:-}" in
     training)
         timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-ro \
             --markdown "$OUT/training.md" 2>&1 | quiet ;;
-    memory)
-        timeout 560 python3 bench/cuda_graph_memory.py --models gpt2,bert,llama,resnet50,vit,mobilenetv3 \
-            --mode training 2>&1 | quiet ;;
+    memory)  # a process per model (a row survives a later model's timeout); MODELS to choose
+        for model in $(echo "${MODELS:-llama,gpt2,bert,mobilenetv3,resnet50,vit}" | tr , ' '); do
+            timeout 150 python3 bench/cuda_graph_memory.py --models "$model" --mode training 2>&1 \
+                | grep -v "^DEBUG" > "$OUT/memory_$model.txt"
+            grep -E "^\| $model" "$OUT/memory_$model.txt"
+        done ;;
     memory-inductor)
         timeout 560 python3 bench/cuda_graph_memory.py --models llama,gpt2 --mode training \
             --backends tritonize,tritonize-ro,inductor,inductor-ro 2>&1 | quiet ;;
-    memory-log)
-        LOG_ADDRESSES=1 timeout 300 python3 bench/cuda_graph_memory.py --models llama --mode training 2>&1 \
-            | grep -v -E "^DEBUG" | tail -80 ;;
+    memory-log)  # reduce-overhead only; the backward's large inputs' addresses as runs of calls
+        LOG_ADDRESSES=1 timeout 150 python3 bench/cuda_graph_memory.py --models "${MODELS:-llama}" --mode training \
+            --backends tritonize-ro 2>&1 | grep -v -E "^DEBUG" > "$OUT/memory_log.txt"
+        grep -E "recorded sizes|moved|^\|" "$OUT/memory_log.txt" | cut -c1-140
+        grep "(backward): \[" "$OUT/memory_log.txt" | awk '{print $NF}' | uniq -c | tr '\n' ' '; echo ;;
     *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-inductor|memory-log" >&2; exit 2 ;;
 esac

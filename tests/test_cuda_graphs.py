@@ -233,6 +233,7 @@ def test_an_input_that_returns_to_an_address_replays_its_recording(device):
         assert_same(f(x), fn(before))
         assert_same(x, before)
     assert recorded(recorder) == 2, notes(recorder)
+    assert "CUDA graphs: sizes (): a kept recording replayed where moved inputs returned" in notes(recorder)
     x = third.normal_()  # a quick second move to a new address: copied
     assert_same(f(x), fn(x))
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)

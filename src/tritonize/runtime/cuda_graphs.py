@@ -431,6 +431,9 @@ class GraphRunner:
                 variant.replays = 0  # (replays in a row: `_after_a_move` reads how long an input stayed put)
                 self.recordings[key] = variant
                 self._set_aside(current)
+                note = f"CUDA graphs: sizes {key}: a kept recording replayed where moved inputs returned"
+                if note not in self.notes:
+                    self.notes.append(note)
                 return variant
         return current
 
