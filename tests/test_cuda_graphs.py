@@ -216,7 +216,8 @@ def test_an_input_that_returns_to_an_address_replays_its_recording(device):
     """A recording replaced because an input it read in place moved is kept: when the input
     returns to that address (a training loop's gradient moves between a few blocks, and every
     recording changes the allocator's free blocks), the kept recording replays and nothing is
-    recorded again. A recording that copies is not kept (its buffer would hold memory)."""
+    recorded again. A recording that copies is not kept (its buffer would hold memory), and
+    gives way to a kept one only once the input stayed at its address for the patience."""
     def fn(x):
         return (x * 3).relu() + 1
 
@@ -237,11 +238,46 @@ def test_an_input_that_returns_to_an_address_replays_its_recording(device):
     x = third.normal_()  # a quick second move to a new address: copied
     assert_same(f(x), fn(x))
     assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
-    for x in (first, second, first):  # back where recordings read it in place: they replay
+    for x in (first, third) * 10:  # between a kept recording's address and a copied one: no
+        x.normal_()  # recording (the copying one replays; a switch would drop it, and record again)
+        before = x.clone()
+        assert_same(f(x), fn(before))
+        assert_same(x, before)
+    assert recorded(recorder) == 3, notes(recorder)
+    pool = cuda_graph_pool.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
+    held = len(pool.recordings)  # the copying recording and the two kept ones
+    for _ in range(cuda_graphs.PROMOTE_AFTER):  # settled where a kept recording reads it: that one
+        x = second.normal_()  # replays after the patience, instead of a recording
+        assert_same(f(x), fn(x))
+    assert recorded(recorder) == 3, notes(recorder)
+    assert len(pool.recordings) == held - 1  # (the copying one left, and its buffer)
+    for x in (first, second) * 2:
         x.normal_()
         assert_same(f(x), fn(x))
     assert recorded(recorder) == 3, notes(recorder)
-    assert notes(recorder)[-1].endswith("0 input(s) in place, 1 copied"), notes(recorder)
+
+
+def test_kept_recordings_leave_the_pool_with_their_graph(device):
+    """The kept recordings of a compiled graph leave the pool when the graph goes
+    (torch._dynamo.reset()), as its current ones do."""
+    import gc
+
+    def fn(x):
+        return (x * 3).relu() + 1
+
+    pool = cuda_graph_pool.pool_for("fake" if device == "cpu" else "cuda", torch.device(device))
+    gc.collect()
+    before = len(pool.recordings)
+    f = compiled(fn, device)
+    first, second, third = (torch.randn(4, 6, device=device) for _ in range(3))
+    for x in (first, first, second, first, third):
+        assert_same(f(x), fn(x))
+    assert len(pool.recordings) >= before + 2
+    del f
+    torch._dynamo.reset()
+    gc.collect()
+    pool.release_pending()
+    assert len(pool.recordings) == before
 
 
 def test_a_parameter_that_keeps_moving_ends_in_plain_launches(device):

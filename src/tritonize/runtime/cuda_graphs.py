@@ -204,6 +204,7 @@ class Recording:
         self.fixed = fixed  # input positions read in place
         self.fixed_ptrs = fixed_ptrs  # their addresses
         self.found_stable: frozenset = frozenset()  # fixed only because they stayed put (may be copied instead)
+        self.found_stable_ptrs: list = []  # [(input position, address)] of those
         self.copies = copies  # [(input position, our buffer)]
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
@@ -224,7 +225,7 @@ class Recording:
     def found_stable_in_place(self, args) -> bool:
         """The inputs read in place only because they stayed put are where this call has them (a
         first test, cheaper than comparing every fixed input: a backward has hundreds)."""
-        return all(args[i].data_ptr() == ptr for i, ptr in zip(self.fixed, self.fixed_ptrs) if i in self.found_stable)
+        return all(args[i].data_ptr() == ptr for i, ptr in self.found_stable_ptrs)
 
     def steady_inputs(self, args, patience: int) -> list:
         """The watched copied inputs found at one address `patience` calls in a row."""
@@ -286,9 +287,14 @@ class Recording:
 
 
 def _memory_is_tight() -> bool:
-    """The current device has less memory free than the caching allocator holds unused."""
+    """The current device has less memory free than empty_cache() would give back: the default
+    pool's segments with no block in use (a graph pool's free blocks stay with the pool)."""
     free, _ = torch.cuda.mem_get_info()
-    return free < torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    device = torch.cuda.current_device()
+    releasable = sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
+                     if segment.get("device", device) == device and segment["allocated_size"] == 0
+                     and tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0))
+    return free < releasable
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -330,12 +336,17 @@ class GraphRunner:
         pairs = self.padder.targets(args) if self.padder is not None else None
         key = () if not self.plan.key else self._key(args if pairs is None else self.padder.stand_ins(args, pairs))
         recording = self.recordings.get(key)
-        if recording is not None and self.variants and (recording.copies or not self._fixed_in_place(recording, args)):
-            recording = self._variant_in_place(key, recording, args)
-        if recording is not None and self._fixed_in_place(recording, args):
+        in_place = recording is not None and self._fixed_in_place(recording, args)
+        if recording is not None and not in_place and self.variants:
+            recording, in_place = self._variant_in_place(key, recording, args)
+        if in_place:
             steady = recording.steady_inputs(args, self._patience(key)) if recording.watched else ()
             if not steady or not self._promote(key, recording, steady):
                 return self._replay(recording, args, pairs)
+            if self.variants:  # a kept recording may read the promoted inputs in place already
+                recording, found = self._variant_in_place(key, recording, args)
+                if found:
+                    return self._replay(recording, args, pairs)
         if pairs is not None:
             padded = self.padder.pad(args, pairs)
             args.clear()
@@ -422,9 +433,12 @@ class GraphRunner:
             return self._plain(args, pairs)
         return self._record(key, args, pairs, forced)
 
-    def _variant_in_place(self, key, current: Recording, args) -> Recording:
-        """A kept recording of `key` that reads in place every input where this call has it, made
-        the key's current one (`current` is set aside); else `current`."""
+    def _variant_in_place(self, key, current: Recording, args) -> tuple:
+        """(A kept recording of `key` that reads in place every input where this call has it,
+        made the key's current one (`current` is set aside), True), else (`current`, False).
+        Looked for only when `current` misses or promotes: a copying recording gives way to a
+        variant after the promotion's patience, never at once (an input alternating between a
+        variant's address and a copied one would record again every other call)."""
         for variant in list(self.variants.values()):
             if variant.key == key and variant.found_stable_in_place(args) and self._fixed_in_place(variant, args):
                 del self.variants[id(variant)]
@@ -434,15 +448,15 @@ class GraphRunner:
                 note = f"CUDA graphs: sizes {key}: a kept recording replayed where moved inputs returned"
                 if note not in self.notes:
                     self.notes.append(note)
-                return variant
-        return current
+                return variant, True
+        return current, False
 
     def _set_aside(self, recording: Recording) -> None:
         """A recording that is no longer its key's current one: kept as a variant when it copies
         nothing (a copy buffer would hold memory for nothing), the key's oldest variant leaving
         past MAX_VARIANTS_OF_A_KEY; otherwise it leaves the pool."""
-        if recording.copies:
-            self.pool.drop(recording)
+        if recording.copies or not (self.pool.reuses_memory or self.capture_kind == "fake"):
+            self.pool.drop(recording)  # (without reuse, a recording keeps its outputs' memory)
             return
         self._drop_variants(recording.key, keep=MAX_VARIANTS_OF_A_KEY - 2)
         self.variants[id(recording)] = recording
@@ -540,6 +554,8 @@ class GraphRunner:
         fixed = sorted(fixed)
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
         recording.found_stable = found_stable
+        recording.found_stable_ptrs = [(i, ptr) for i, ptr in zip(recording.fixed, recording.fixed_ptrs)
+                                       if i in found_stable]
         recording.key = key
         recording.left_alone = frozenset(h.place for h in start if h.held())
         recording.released = [position for position in handed_over if position not in recording.reads_args]
@@ -630,6 +646,8 @@ class GraphRunner:
 
     def _refuse(self, reason: str, args, pairs):
         self.refusal = reason
+        for key in {variant.key for variant in self.variants.values()}:
+            self._drop_variants(key, keep=0)
         self._say(f"off, every call launches kernels one by one: {reason}")
         return self._plain(args, pairs)
 
