@@ -3,7 +3,8 @@ on the GPU, each in a process of its own.
 
     PYTHONPATH=src python3 bench/cuda_graph_memory.py --models gpt2,llama --mode training
 
-Per model and back end: peak memory over 5 steps after WARM_STEPS steps (the state a training
+Per model and back end: peak memory over 5 steps after WARM_STEPS steps, empty_cache() and 5 more
+(--keep-cache: no empty_cache(), what a loop that never empties its cache holds) (the state a training
 loop runs in: a backward's incoming gradient settles at one address after a few steps and is then
 read in place by a new recording, runtime/cuda_graphs.PROMOTE_AFTER): max_memory_reserved, what
 the process holds, graph pools included (the figure to compare), and max_memory_allocated (weights

@@ -20,10 +20,11 @@ graph into the device's shared pool, and every later call replays it.
   Only a key's first recording and those forced by a moved parameter or mutated input count
   towards MAX_RECORDINGS_OF_A_KEY.
 - **Variants.** A recording replaced because inputs it reads in place moved is kept (if it
-  copies nothing, up to MAX_VARIANTS_OF_A_KEY recordings of a key): a call whose inputs are
-  where a kept recording reads them replays that one instead of recording again (a training
-  loop's gradient moves between a few addresses; each recording changes the allocator's free
-  blocks and moves it again).
+  copies nothing and the pool reuses memory, up to MAX_VARIANTS_OF_A_KEY recordings of a key):
+  a call whose inputs are where a kept recording reads them replays that one instead of
+  recording again (a training loop's gradient moves between a few addresses; each recording
+  changes the allocator's free blocks and moves it again). A recording that copies gives way to
+  a kept one only at a promotion (`_variant_in_place`).
 - **Outputs** live in pool memory that replays write. Each call hands them out as new storages
   over that memory, listed by the pool, which evacuates before a replay whatever the caller
   still holds where the replay writes (runtime/cuda_graph_pool.py, which also keeps the
@@ -88,8 +89,8 @@ class CudaCapture:
     release_cache: give the allocator's cached free blocks back to the driver first (as
     torch.cuda.graph always does), so that the pool can take the memory a warm-up call cached.
     Recording again in the steady state keeps them, unless the device has less memory free than
-    the allocator caches unused (a capture that runs out of memory turns the graph's CUDA graphs
-    off): emptying the cache would move the caller's next eager tensors (a backward's incoming
+    emptying the cache would give back (`_memory_is_tight`: a capture that runs out of memory
+    turns the graph's CUDA graphs off): emptying the cache would move the caller's next eager tensors (a backward's incoming
     gradient) to new addresses, and a moved input read in place makes the graph record again."""
 
     def __init__(self, handle, stream, release_cache: bool):
