@@ -289,12 +289,16 @@ class Recording:
 
 def _memory_is_tight() -> bool:
     """The current device has less memory free than empty_cache() would give back: the default
-    pool's segments with no block in use (a graph pool's free blocks stay with the pool)."""
+    pool's segments with no block in use (a graph pool's free blocks stay with the pool). True
+    where the allocator's snapshot lacks those fields (emptying the cache is torch's default)."""
     free, _ = torch.cuda.mem_get_info()
     device = torch.cuda.current_device()
-    releasable = sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
-                     if segment.get("device", device) == device and segment["allocated_size"] == 0
-                     and tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0))
+    try:
+        releasable = sum(segment["total_size"] for segment in torch.cuda.memory_snapshot()
+                         if segment.get("device", device) == device and segment["allocated_size"] == 0
+                         and tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0))
+    except KeyError:
+        return True
     return free < releasable
 
 
