@@ -7,7 +7,7 @@
 #   models1   the model suite at batch 1, inference, with and without CUDA graphs: gpt2, bert, llama
 #   models2   the same for resnet50, vit, mobilenetv3
 #   training  peak memory and step time of training with and without CUDA graphs, six models
-#   memory    bench/cuda_graph_memory.py: what the recordings hold, training, six models
+#   memory    bench/cuda_graph_memory.py: what the recordings hold, six models (MODE=inference: inference)
 #   memory-inductor  the same for llama and gpt2 with Inductor's rows (plain and reduce-overhead)
 #   memory-log       llama's training with LOG_ADDRESSES=1: which inputs move, each graph's notes
 source "$(dirname "$0")/gpu_env.sh"
@@ -27,9 +27,9 @@ case "${1:-}" in
     training)
         timeout 580 python3 bench/models.py --mode training --skip-warm --backends tritonize,tritonize-ro \
             --markdown "$OUT/training.md" 2>&1 | quiet ;;
-    memory)  # a process per model (a row survives a later model's timeout); MODELS to choose
+    memory)  # a process per model (a row survives a later model's timeout); MODELS, MODE to choose
         for model in $(echo "${MODELS:-llama,gpt2,bert,mobilenetv3,resnet50,vit}" | tr , ' '); do
-            timeout 150 python3 bench/cuda_graph_memory.py --models "$model" --mode training 2>&1 \
+            timeout 150 python3 bench/cuda_graph_memory.py --models "$model" --mode "${MODE:-training}" 2>&1 \
                 | grep -v "^DEBUG" > "$OUT/memory_$model.txt"
             grep -E "^\| $model" "$OUT/memory_$model.txt"
         done ;;
