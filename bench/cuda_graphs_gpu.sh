@@ -10,6 +10,7 @@
 #   memory    bench/cuda_graph_memory.py: what the recordings hold, six models (MODE=inference: inference)
 #   memory-inductor  the same for llama and gpt2 with Inductor's rows (plain and reduce-overhead)
 #   memory-log       llama's training with LOG_ADDRESSES=1: which inputs move, each graph's notes
+#   verify    tests, memory-log for llama and gpt2, memory for llama, gpt2 and bert (about 450 s)
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
     tests)
@@ -41,5 +42,9 @@ case "${1:-}" in
             --backends tritonize-ro 2>&1 | grep -v -E "^DEBUG" > "$OUT/memory_log.txt"
         grep -E "recorded sizes|moved|^\|" "$OUT/memory_log.txt" | cut -c1-140
         grep "(backward): \[" "$OUT/memory_log.txt" | awk '{print $NF}' | uniq -c | tr '\n' ' '; echo ;;
-    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-inductor|memory-log" >&2; exit 2 ;;
+    verify)  # one call after a change to recording: the tests, llama's and GPT-2's addresses, three models' memory
+        bash "$0" tests
+        for model in llama gpt2; do MODELS=$model bash "$0" memory-log; cp "$OUT/memory_log.txt" "$OUT/memory_log_$model.txt"; done
+        MODELS=llama,gpt2,bert bash "$0" memory ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-inductor|memory-log|verify" >&2; exit 2 ;;
 esac
