@@ -353,7 +353,6 @@ def test_a_call_whose_buckets_break_a_guard_runs_at_its_own_sizes():
     assert padder.targets([torch.empty(8, 4)]) is None  # a bucket already
 
 
-
 def test_a_padded_input_is_copied_even_where_it_lands_on_pool_memory(device, monkeypatch):
     """A padded input is a fresh copy at every call: it is never read in place, even when its
     copy happens to land at an address a recording of the pool reads (a stale recording's

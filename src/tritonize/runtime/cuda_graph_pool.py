@@ -91,14 +91,17 @@ class Handed:
     tensors built on it (evacuate's route without storage re-pointing), where it is ((address,
     bytes): `place`), and the recording whose replay made it."""
 
-    __slots__ = ("ref", "tensors", "ptr", "place", "owner")
+    __slots__ = ("ref", "tensors", "place", "owner")
 
     def __init__(self, storage, place: tuple, tensors, owner):
         self.ref = StorageWeakRef(storage)
         self.tensors = tensors
-        self.ptr = place[0]
         self.place = place
         self.owner = owner
+
+    @property
+    def ptr(self) -> int:
+        return self.place[0]
 
     def held(self) -> bool:
         return not self.ref.expired()
@@ -175,14 +178,10 @@ class GraphPool:
         self.handed = [h for h in self.handed if h.held()]
         return self.handed
 
-    def protect(self, leaves_alone) -> bool:
+    def _protect(self, leaves_alone) -> bool:
         """Evacuate every held storage h for which leaves_alone(h) is false, and forget those the
         caller dropped. False when one could not be moved: it stays listed, its recording hands
         out copies from now on (`copy_out`), and the caller must run plain."""
-        self.release_pending()
-        return self._protect(leaves_alone)
-
-    def _protect(self, leaves_alone) -> bool:
         remaining, moved_all = [], True
         self.busy += 1
         try:

@@ -450,9 +450,7 @@ class GraphRunner:
                 variant.replays = 0  # (replays in a row: `_after_a_move` reads how long an input stayed put)
                 self.recordings[key] = variant
                 self._set_aside(current)
-                note = f"CUDA graphs: sizes {key}: a kept recording replayed where moved inputs returned"
-                if note not in self.notes:
-                    self.notes.append(note)
+                self._note_once(f"sizes {key}: a kept recording replayed where moved inputs returned")
                 return variant, True
         return current, False
 
@@ -461,7 +459,8 @@ class GraphRunner:
         nothing (a copy buffer would hold memory for nothing), the key's oldest variant leaving
         past MAX_VARIANTS_OF_A_KEY; otherwise it leaves the pool."""
         if recording.copies or not (self.pool.reuses_memory or self.capture_kind == "fake"):
-            self.pool.drop(recording)  # (without reuse, a recording keeps its outputs' memory)
+            self.pool.drop(recording)  # (without reuse, a recording keeps its outputs' memory; FakeCapture's
+            # pool keeps them too, but only tests run there, and they check the variants)
             return
         self._drop_variants(recording.key, keep=MAX_VARIANTS_OF_A_KEY - 2)
         self.variants[id(recording)] = recording
@@ -523,10 +522,13 @@ class GraphRunner:
         self._drop_variants(key, keep=0)
         self._say(f"sizes {key} run plain launches: {reason}")
 
-    def _say(self, text: str) -> None:
+    def _note_once(self, text: str) -> None:
         note = f"CUDA graphs: {text}"
         if note not in self.notes:
             self.notes.append(note)
+
+    def _say(self, text: str) -> None:
+        self._note_once(text)
         if not self._warned:
             self._warned = True
             warnings.warn(f"tritonize: {self.name}: CUDA graphs: {text}", stacklevel=4)
