@@ -63,6 +63,8 @@ def measure(model_name: str, mode: str, backend: str, batch: int | None, keep_ca
               "reserved": torch.cuda.max_memory_reserved(), **reserved_by_pool()}
     if backend.endswith("-ro"):
         result.update(recording_bytes())
+    if os.environ.get("POOL_DETAIL"):
+        print_segments()
     for runner in _LOGGED_RUNNERS:  # (LOG_ADDRESSES: why each graph was recorded again)
         print("\n".join(f"{runner.name}: {note}" for note in runner.notes), file=sys.stderr)
     return result
@@ -79,6 +81,21 @@ def reserved_by_pool() -> dict:
         else:
             others += segment["total_size"]
     return {"default_pool": default, "other_pools": others}
+
+
+def print_segments() -> None:
+    """POOL_DETAIL=1: each pool's segments at the end (reserved memory only grows without
+    empty_cache(), so this is the peak's layout): sizes and what is allocated in them, in MiB."""
+    pools: dict = {}
+    for segment in torch.cuda.memory_snapshot():
+        pool = "default" if tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0) else "graph"
+        pools.setdefault(pool, []).append((segment["total_size"] >> 20, segment["allocated_size"] >> 20,
+                                           segment["segment_type"]))
+    for pool, segments in pools.items():
+        total, allocated = sum(s[0] for s in segments), sum(s[1] for s in segments)
+        listed = " ".join(f"{size}/{used}" for size, used, _ in sorted(segments, reverse=True)[:40])
+        print(f"segments {pool}: {len(segments)} segments, {total} MiB, {allocated} MiB allocated; "
+              f"size/allocated: {listed}", file=sys.stderr)
 
 
 def recording_bytes() -> dict:
@@ -143,6 +160,8 @@ def main():
                 rows.append((model, backend, "fails: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]))
                 continue
             r = json.loads(lines[-1][len("RESULT "):])
+            if os.environ.get("POOL_DETAIL"):
+                print("\n".join(line for line in done.stderr.splitlines() if line.startswith("segments ")))
             if os.environ.get("LOG_ADDRESSES"):
                 print("\n".join(line for line in done.stderr.splitlines() if "graph" in line or "copied" in line))
             mib = {k: f"{v / 2**20:.0f}" for k, v in r.items() if k != "recordings"}

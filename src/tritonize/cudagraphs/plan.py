@@ -92,7 +92,7 @@ def capture_plan(gm, example_inputs, role: str, capture: str, dynamo_gm=None) ->
         else dynamo_static_inputs(dynamo_gm)
     return CapturePlan(static=frozenset(static),
                        mutations=tuple(mutated_input_outputs(example_inputs, role, metadata)),
-                       key=tuple(size_key(example_inputs, on_gpu)))
+                       key=tuple(size_key(example_inputs, on_gpu)), tangents=frozenset(tangent_inputs(gm, role)))
 
 
 def _aot_metadata():
@@ -111,6 +111,14 @@ def static_inputs(gm, role: str, metadata) -> list[int]:
     return [position for position, name in enumerate(names)
             if name.startswith("primals_") and name[len("primals_"):].isdigit()
             and int(name[len("primals_"):]) - 1 in forward_static]
+
+
+def tangent_inputs(gm, role: str) -> list[int]:
+    """A backward graph's incoming gradients (AOTAutograd's tangents_N placeholders)."""
+    if role != "backward" or gm is None:
+        return []
+    names = [node.name for node in gm.graph.nodes if node.op == "placeholder"]
+    return [position for position, name in enumerate(names) if name.startswith("tangents_")]
 
 
 def dynamo_static_inputs(dynamo_gm) -> list[int]:

@@ -72,12 +72,14 @@ class CapturePlan:
     static: input positions read in place (parameters, buffers, saved tensors of parameters);
     mutations: (output position, input position) for each output that is the new value of a
     mutated input; key: (input position, "int" | "shape" | "host") for what the size key reads;
-    refusal: why this graph cannot be captured at all, or None."""
+    refusal: why this graph cannot be captured at all, or None; tangents: a backward graph's
+    incoming gradients (read in place by a key's first recording: `_fixed_positions`)."""
 
     static: frozenset = frozenset()
     mutations: tuple = ()
     key: tuple = ()
     refusal: str | None = None
+    tangents: frozenset = frozenset()
 
 
 # ----------------------------------------------------------------------------- captures
@@ -381,14 +383,6 @@ class GraphRunner:
         """Replay with the caller's inputs (at a padded call's own sizes, copied into the first
         rows of the recording's buffers: the rows after them keep earlier calls' values, which no
         real row reads)."""
-        copies = recording.copies
-        if copies:
-            with torch.no_grad():
-                for position, buffer in copies:
-                    x = args[position]
-                    if pairs is not None and x.shape != buffer.shape:
-                        buffer = recording.region(position, buffer, x.shape)
-                    buffer.copy_(x)
         for position in recording.released:
             # pool memory its capture reused after their last reads (a backward's saved
             # activations): the caller's references go before the check below, which would
@@ -398,6 +392,16 @@ class GraphRunner:
             self._say("a kept output could not be moved out of the graph's memory: this call launches "
                       "kernels one by one, and its graph's outputs are copies from now on")
             return self._plain(args, pairs)
+        # (after the evacuation: a buffer in pool memory may lie under an output a later capture
+        # placed there, which the caller holds)
+        copies = recording.copies
+        if copies:
+            with torch.no_grad():
+                for position, buffer in copies:
+                    x = args[position]
+                    if pairs is not None and x.shape != buffer.shape:
+                        buffer = recording.region(position, buffer, x.shape)
+                    buffer.copy_(x)
         if self.capture_kind == "fake":  # what a CUDA replay may do to the pool memory it does not leave alone
             # (a FakeCapture that just recorded ran already: its outputs are this call's)
             self.pool.scribble_outside(recording.left_alone, recording if recording.capture.recorded_this_call else None)
@@ -542,11 +546,13 @@ class GraphRunner:
         except RuntimeError as err:
             return self._refuse(f"memory: {err}", args, pairs)
         fixed, found_stable = self._fixed_positions(key, args)
-        copies, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start)
+        buffers_in_pool = self.capture_kind == "cuda" and self.pool.reuses_memory
+        copied, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start, buffers_in_pool)
         capture = CudaCapture(self.pool.handle(), self.pool.capture_stream(), release_cache=forced) \
             if self.capture_kind == "cuda" else FakeCapture()
+        buffers = {position: [meta, None] for position, meta in copied.items()} if buffers_in_pool else {}
         run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
-                                self.capture_kind == "cuda")
+                                self.capture_kind == "cuda", buffers, inputs)
         del capture_args
         self.pool.busy += 1  # (a graph dropped meanwhile leaves the pool after the capture)
         try:
@@ -557,8 +563,12 @@ class GraphRunner:
             self.pool.busy -= 1
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         sources = self._take_back(args, inputs, handed_over)
+        for position, (_, ref) in buffers.items():
+            if ref.expired():  # (freed after its last read: an output may lie in its memory now)
+                sources[position] = None
         specs, storages = _describe_outputs(outputs, sources, self.mutated)
         fixed = sorted(fixed)
+        copies = [(position, inputs[position]) for position in copied]
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
         recording.found_stable = found_stable
         recording.found_stable_ptrs = [(i, ptr) for i, ptr in zip(recording.fixed, recording.fixed_ptrs)
@@ -573,7 +583,7 @@ class GraphRunner:
             return self._refuse(f"memory: {str(err).splitlines()[0]}", args, pairs)
         if not self.pool.reuses_memory:
             recording.capture_outputs = outputs  # (where memory is reused, the pool state says what is live)
-        del outputs
+        del outputs, copies, sources
         self._register(key, recording, sum(ref.expired() for ref, _ in handed_over.values()), forced)
         return self._replay(recording, args, pairs)
 
@@ -590,16 +600,21 @@ class GraphRunner:
                           f"{len(recording.copies)} copied"
                           + (f", {freed} freed inside the graph after their last read" if freed else ""))
 
-    def _capture_inputs(self, args, fixed: set, start: list):
+    def _capture_inputs(self, args, fixed: set, start: list, buffers_in_pool: bool):
         """What the recording keeps (`inputs`: our buffers for copied inputs, our aliases of fixed
         ones), what the capture reads, and the fixed inputs handed over to the capture itself:
         where the pool reuses memory, a fixed input that is a handed-out pool storage (a forward's
         saved activation reaching the backward) is passed without the caller's reference, so the
         capture frees it after its last read and reuses its memory ({position: (weak reference to
-        its storage, its metadata)})."""
+        its storage, its metadata)}). The copied inputs come as {position: metadata}: their
+        buffers are made here, or with `buffers_in_pool` by the capture itself
+        (`run_writing_mutations`), in pool memory that the capture reuses after their last read.
+        A buffer in the default pool would stay between the caller's eager tensors (a backward's
+        400 MiB incoming gradient in GPT-2) and make the allocator reserve a segment more there;
+        one alive through the whole capture would grow the pool by its size."""
         in_pool = {h.ptr for h in start} if self.pool.reuses_memory else set()
         mutated = set(self.mutated.values())
-        copies, inputs, handed_over = [], list(args), {}
+        copied, inputs, handed_over = {}, list(args), {}
         with torch.no_grad():
             for position, x in enumerate(args):
                 if not isinstance(x, torch.Tensor):
@@ -610,15 +625,13 @@ class GraphRunner:
                     if storage.data_ptr() in in_pool and position not in mutated:
                         handed_over[position] = (StorageWeakRef(storage), tensor_meta(x))
                     continue
-                buffer = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-                buffer.copy_(x)
-                copies.append((position, buffer))
-                inputs[position] = buffer
+                copied[position] = tensor_meta(x)
+                inputs[position] = None if buffers_in_pool else empty_like_meta(copied[position]).copy_(x)
         capture_args = list(inputs)
         for position in handed_over:
             capture_args[position] = args[position]
             args[position] = inputs[position]
-        return copies, inputs, capture_args, handed_over
+        return copied, inputs, capture_args, handed_over
 
     @staticmethod
     def _take_back(args, inputs: list, handed_over: dict) -> list:
@@ -635,10 +648,15 @@ class GraphRunner:
 
     def _fixed_positions(self, key, args) -> tuple:
         """Inputs the recording reads in place (module text; never one that padding grows), and
-        those of them read in place only because they stayed put."""
+        those of them read in place only because they stayed put. A key's first recording reads a
+        backward's incoming gradient in place wherever it is: the warm-up call's plain launches
+        left the caller's eager memory unlike a training loop's later steps, so the gradient's
+        address then says nothing, and a copy would grow the pool for good by the gradient's size
+        (alive at the start of the backward, its peak). If it moves, `_after_a_move` applies."""
         grown = self.padder.grown if self.padder is not None else set()
         demoted = self.demoted.get(key, set())
         warm = self.warm.get(key) or []
+        first = key not in self.records_of
         fixed, found_stable = set(), set()
         for position, x in enumerate(args):
             if not isinstance(x, torch.Tensor) or position in grown:
@@ -646,7 +664,8 @@ class GraphRunner:
             ptr = x.data_ptr()
             if position in self.plan.static or position in self.mutated.values() or self.pool.resident(ptr):
                 fixed.add(position)
-            elif position not in demoted and position < len(warm) and warm[position] == ptr:
+            elif position not in demoted and position < len(warm) and (
+                    warm[position] == ptr or first and position in self.plan.tangents):
                 fixed.add(position)
                 found_stable.add(position)
         return fixed, frozenset(found_stable)
@@ -659,17 +678,30 @@ class GraphRunner:
         return self._plain(args, pairs)
 
 
-def run_writing_mutations(call, mutations, inputs: list, hand_over: bool):
+def run_writing_mutations(call, mutations, inputs: list, hand_over: bool, buffers: dict, kept: list):
     """What a recording captures: the wrapper, then each mutated input's new value written into it.
     hand_over: the wrapper gets `inputs` itself (it empties the list, so an input it frees after
     its last read dies there: a CUDA capture runs this once); otherwise a copy (FakeCapture runs
-    it at every replay)."""
+    it at every replay). buffers: {input position: [metadata, None]} of copied inputs whose
+    buffers the capture allocates first, in its pool: each is placed in `inputs` and, through our
+    own alias, in `kept` (the recording's list), so the wrapper frees it after its last read and
+    the capture reuses its memory (a replay's first kernels read the copy; later ones may write
+    over it). The None becomes a weak reference to the buffer's storage (did it die?)."""
+    for position, entry in buffers.items():
+        inputs[position] = empty_like_meta(entry[0])
+        kept[position] = alias_of(inputs[position])
+        entry[1] = StorageWeakRef(inputs[position].untyped_storage())
     targets = [(out_position, inputs[in_position]) for out_position, in_position in mutations]
     outputs = call(inputs if hand_over else list(inputs))
     with torch.no_grad():
         for out_position, target in targets:
             target.copy_(outputs[out_position])
     return outputs
+
+
+def empty_like_meta(meta: dict) -> torch.Tensor:
+    """A new tensor with the size, strides and dtype in `meta` (tensor_meta's), on its device."""
+    return torch.empty_strided(meta["size"], meta["stride"], dtype=meta["dtype"], device=meta["device"])
 
 
 def _uncapturable_input(args) -> str | None:
