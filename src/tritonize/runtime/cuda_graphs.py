@@ -54,6 +54,8 @@ from .wrapper_support import reserve_split_counters
 
 PROMOTE_AFTER = 3  # replays in a row with a copied input at one address before it is read in place (doubled
 # at each promotion of the key)
+TANGENT_MOVES_IN_PLACE = 3  # moves of a backward's incoming gradient after which it is copied (if it
+# stayed put fewer than `_patience` replays): GPT-2's training moves it three times in its first steps
 MAX_VARIANTS_OF_A_KEY = 4  # recordings of one key kept at once: its current one, and earlier ones that copy
 # nothing, for the addresses their inputs were found at (a gradient that returns to one replays it)
 MAX_RECORDINGS_OF_A_KEY = 6  # records of one key before giving up on it, counting the first and those forced
@@ -331,7 +333,7 @@ class GraphRunner:
         self.records_of: dict = {}  # key -> how many times it was recorded, counting only forced records
         self.promotions: dict = {}  # key -> how many times copied inputs of it were promoted
         self.demoted: dict = {}  # key -> input positions that moved while read in place
-        self.moved_once: dict = {}  # key -> input positions found stable that moved once
+        self.moves: dict = {}  # key -> {input position found stable: its moves since it was last stable}
         self.refusal = plan.refusal
         self.plain_keys: set = set()
         self._warned = False
@@ -481,24 +483,26 @@ class GraphRunner:
         return PROMOTE_AFTER << self.promotions.get(key, 0)
 
     def _after_a_move(self, key, stale: Recording, moved: list, args) -> None:
-        """Inputs read in place only because they were found stable moved. The first time, or
-        after `_patience` replays in a row at their old address (torch.cuda.empty_cache() moves a
-        training loop's gradient once), the next recording reads them in place at their new
-        address (a backward's gradient moves once when the buffer it was copied into is freed,
-        and then stays; a plain call or a new buffer would move it again); otherwise they are
+        """Inputs read in place only because they were found stable moved. The first time (for a
+        backward's incoming gradient, the first TANGENT_MOVES_IN_PLACE times: a training loop's
+        first steps move it while the allocator's blocks settle), or after `_patience` replays in
+        a row at their old address (torch.cuda.empty_cache() moves a training loop's gradient
+        once), the next recording reads them in place at their new address; otherwise they are
         copied. A re-read after the patience counts as a promotion (the next patience doubles),
         so inputs that rotate through new buffers cost recordings growing with the log of the calls."""
         found_stable = [i for i in moved if i in stale.found_stable]
-        moved_before = self.moved_once.setdefault(key, set())
+        moves = self.moves.setdefault(key, {})
         if found_stable and stale.replays >= self._patience(key):
             self.promotions[key] = self.promotions.get(key, 0) + 1
-            moved_before.difference_update(found_stable)
+            for position in found_stable:
+                moves.pop(position, None)
         warm = self.warm.get(key)
         for position in found_stable:
-            if position in moved_before:
+            allowed = TANGENT_MOVES_IN_PLACE if position in self.plan.tangents else 1
+            if moves.get(position, 0) >= allowed:
                 self.demoted.setdefault(key, set()).add(position)
             elif warm is not None:
-                moved_before.add(position)
+                moves[position] = moves.get(position, 0) + 1
                 warm[position] = args[position].data_ptr()
 
     def _promote(self, key, recording: Recording, steady: list) -> bool:
