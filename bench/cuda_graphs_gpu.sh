@@ -7,7 +7,10 @@
 #   models1   the model suite at batch 1, inference, with and without CUDA graphs: gpt2, bert, llama
 #   models2   the same for resnet50, vit, mobilenetv3
 #   training  peak memory and step time of training with and without CUDA graphs, six models
-#   memory    bench/cuda_graph_memory.py: what the recordings hold, six models (MODE=inference: inference)
+#   memory    bench/cuda_graph_memory.py: what the recordings hold, six models (MODE=inference: inference;
+#             KEEP_CACHE=1: no empty_cache() after the warm-up steps, what a training loop holds)
+#   memory-table  KEEP_CACHE=1 memory for six models, training and inference, in three processes at
+#             once (each measures its own allocator; about 260 s)
 #   memory-inductor  the same for llama and gpt2 with Inductor's rows (plain and reduce-overhead)
 #   memory-log       llama's training with LOG_ADDRESSES=1: which inputs move, each graph's notes
 #   verify    tests, memory-log for llama and gpt2, memory for llama, gpt2 and bert (about 450 s)
@@ -30,10 +33,17 @@ case "${1:-}" in
             --markdown "$OUT/training.md" 2>&1 | quiet ;;
     memory)  # a process per model (a row survives a later model's timeout); MODELS, MODE to choose
         for model in $(echo "${MODELS:-llama,gpt2,bert,mobilenetv3,resnet50,vit}" | tr , ' '); do
-            timeout 150 python3 bench/cuda_graph_memory.py --models "$model" --mode "${MODE:-training}" 2>&1 \
+            timeout 150 python3 bench/cuda_graph_memory.py --models "$model" --mode "${MODE:-training}" \
+                ${KEEP_CACHE:+--keep-cache} 2>&1 \
                 | grep -v "^DEBUG" > "$OUT/memory_$model.txt"
             grep -E "^\| $model" "$OUT/memory_$model.txt"
         done ;;
+    memory-table)
+        table() { timeout 540 python3 bench/cuda_graph_memory.py --keep-cache --models "$2" --mode "$1" \
+            --backends tritonize,tritonize-ro > "$OUT/memory_$1_$3.txt" 2>&1; }
+        table training gpt2,llama,bert transformers & table training resnet50,vit,mobilenetv3 convnets &
+        table inference gpt2,llama,bert,resnet50,vit,mobilenetv3 all & wait
+        grep -h -E "^\| [a-z]" "$OUT"/memory_training_*.txt "$OUT"/memory_inference_all.txt ;;
     memory-inductor)
         timeout 560 python3 bench/cuda_graph_memory.py --models llama,gpt2 --mode training \
             --backends tritonize,tritonize-ro,inductor,inductor-ro 2>&1 | quiet ;;
@@ -46,5 +56,5 @@ case "${1:-}" in
         bash "$0" tests
         for model in llama gpt2; do MODELS=$model bash "$0" memory-log; cp "$OUT/memory_log.txt" "$OUT/memory_log_$model.txt"; done
         MODELS=llama,gpt2,bert bash "$0" memory ;;
-    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-inductor|memory-log|verify" >&2; exit 2 ;;
+    *) echo "usage: bash bench/cuda_graphs_gpu.sh tests|overhead|decode|models1|models2|training|memory|memory-table|memory-inductor|memory-log|verify" >&2; exit 2 ;;
 esac
