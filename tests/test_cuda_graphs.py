@@ -721,18 +721,22 @@ def test_a_copied_inputs_buffer_is_filled_after_the_evacuation(device):
     f_b = torch.compile(fb, backend=make_backend(tritonize.make_options(
         {"cudagraph_capture": "fake" if device == "cpu" else "cuda"}, mode="reduce-overhead"), recorder))
     w = torch.randn(32, 32, device=device)
-    inputs, kept = [], []  # (every input kept: each call's lands at a new address, so it is copied)
+    inputs, kept, over_a_buffer = [], [], False  # (every input kept: each lands at a new address, so it is copied)
     for step in range(6):
         inputs.append(torch.randn(32, 32, device=device))
         kept.append((f_a(inputs[-1]), fa(inputs[-1])))
         kept.append((f_b(w), fb(w)))
+        buffers = {buffer.data_ptr() for pool in cuda_graph_pool._POOLS.values() for r in pool.recordings
+                   for _, buffer in r.copies}
+        over_a_buffer |= kept[-1][0].data_ptr() in buffers
         w.add_(0.5)
     for out, expected in kept:
         assert_same(out, expected)
     copying = [r for pool in cuda_graph_pool._POOLS.values() for r in pool.recordings if r.copies]
     assert copying, notes(recorder)
-    if device != "cpu":
+    if device != "cpu":  # (the case this tests: b's output was handed out over a's buffer)
         assert all(_in_a_graph_pool(buffer.data_ptr()) for r in copying for _, buffer in r.copies)
+        assert over_a_buffer
 
 
 def test_an_output_in_a_copied_inputs_freed_buffer_is_no_view_of_the_input(device):
@@ -746,12 +750,18 @@ def test_an_output_in_a_copied_inputs_freed_buffer_is_no_view_of_the_input(devic
 
     recorder = []
     f = compiled(fn, device, recorder)
-    inputs = []  # (every input kept: each call's lands at a new address, so it is copied)
+    inputs, in_the_buffer = [], False  # (every input kept: each call's lands at a new address, so it is copied)
     with torch.no_grad():
         for step in range(5):
             inputs.append(torch.randn(64, 64, device=device))
-            assert_same(f(inputs[-1]), fn(inputs[-1]), atol=1e-5, rtol=1e-4)
+            out = f(inputs[-1])
+            buffers = {buffer.data_ptr() for pool in cuda_graph_pool._POOLS.values() for r in pool.recordings
+                       for _, buffer in r.copies}
+            in_the_buffer |= out.data_ptr() in buffers
+            assert_same(out, fn(inputs[-1]), atol=1e-5, rtol=1e-4)
     assert any(re.search(r"recorded sizes .*, [1-9] copied", note) for note in notes(recorder)), notes(recorder)
+    if device != "cpu":  # (the case this tests: the output took the freed buffer's memory)
+        assert in_the_buffer
 
 
 def test_a_backwards_first_recording_reads_its_incoming_gradient_in_place(device):
@@ -779,3 +789,48 @@ def test_a_backwards_first_recording_reads_its_incoming_gradient_in_place(device
                 if note.startswith("CUDA graphs: recorded sizes")]
     moves = cuda_graphs.TANGENT_MOVES_IN_PLACE
     assert [re.search(r"(\d+) copied", note).group(1) for note in backward] == ["0"] * (1 + moves) + ["1"], backward
+
+
+def test_a_fresh_host_scalar_at_every_call_matches_eager(device):
+    """A 0-d CPU tensor made anew at each call (on CUDA a host scalar: its value is in the size
+    key) is copied into a buffer that outlives the capture (on CUDA not pool memory, which the
+    capture would free after the wrapper read it; writing into it then would be a write into
+    freed host memory, which this test sees only if it crashes): every call matches eager."""
+    def fn(x, scale):
+        return x * scale + 1
+
+    recorder = []
+    f = compiled(fn, device, recorder)
+    x = torch.randn(8, device=device)
+    scales = []  # (every scalar kept: each call's lands at a new address, so it is copied)
+    with torch.no_grad():
+        for step in range(5):
+            scales.append(torch.tensor(2.0))
+            assert_same(f(x, scales[-1]), fn(x, scales[-1]))
+    assert recorded(recorder) == 1, notes(recorder)
+
+
+def test_a_gradient_read_in_place_by_the_first_recording_stays_in_place_when_another_input_settles(device):
+    """The backward's first recording reads its incoming gradient in place where it differs from
+    the warm-up call's; a later recording made for another reason (the saved input x, copied at
+    first, settles and is promoted, in the forward and then in the backward) reads the gradient
+    in place too, where it still is, instead of copying it. Gradients match eager's at every step."""
+    torch.manual_seed(0)
+    model, reference = mlp(device), mlp(device)
+    recorder = []
+    f = compiled(model, device, recorder)
+    xs = [torch.randn(4, 16, device=device) for _ in range(2)]
+    gradients = [torch.randn(4, 8, device=device) for _ in range(2)]
+    for step in range(4 + 2 * cuda_graphs.PROMOTE_AFTER):
+        x, gradient = xs[min(step, 1)], gradients[min(step, 1)]  # (both move once, then stay)
+        for net, call in ((model, f), (reference, reference)):
+            net.zero_grad()
+            call(x).backward(gradient)
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+    backward = [note for art in recorder if art != "graph" and art.role == "backward" for note in art.notes
+                if note.startswith("CUDA graphs: recorded sizes")]
+    # (recorded again when the forward's promotion of x moves the saved activations, and at the
+    # backward's own promotion of x: the gradient is never among the copied)
+    assert [int(re.search(r"(\d+) copied", note).group(1)) for note in backward] == [1] * (len(backward) - 1) + [0], \
+        backward

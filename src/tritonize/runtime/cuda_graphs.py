@@ -10,10 +10,14 @@ graph into the device's shared pool, and every later call replays it.
   activations reaching the backward), and tensors found at the same address at the warm-up call
   and the recording call (never a padded input). Their addresses are compared at every call; a
   change records again (an input that was only found stable is read in place at its new
-  address, and copied after a second move: `_after_a_move`). A fixed input in pool memory is handed to
+  address, and copied after a second move: `_after_a_move`; a backward's incoming gradient is
+  read in place by a key's first recording wherever it is, and copied only after its fourth
+  move). A fixed input in pool memory is handed to
   the capture without the caller's reference, so the capture can free it after its last read
   and reuse its memory (`_capture_inputs`).
-- **Other tensor inputs** are copied into the recording's own buffers before each replay. One
+- **Other tensor inputs** are copied into the recording's own buffers before each replay (on
+  CUDA, pool memory the capture frees after the input's last read, except where padding grows
+  the input: `_transient_buffer`). One
   that then stays at one address for PROMOTE_AFTER calls is read in place by a new recording
   (`_promote`); each promotion of a key doubles the calls the next one waits for, so an input
   that settles and moves again and again costs recordings that grow with the log of the calls.
@@ -211,6 +215,7 @@ class Recording:
         self.found_stable: frozenset = frozenset()  # fixed only because they stayed put (may be copied instead)
         self.found_stable_ptrs: list = []  # [(input position, address)] of those
         self.copies = copies  # [(input position, our buffer)]
+        self.transient: frozenset = frozenset()  # copied positions whose buffers a replay may write over
         self.specs = specs
         self.storages = storages  # [(data_ptr, nbytes, device)] of pool memory the outputs use
         self.places = [(ptr, nbytes) for ptr, nbytes, _ in storages]
@@ -384,7 +389,7 @@ class GraphRunner:
     def _replay(self, recording: Recording, args, pairs):
         """Replay with the caller's inputs (at a padded call's own sizes, copied into the first
         rows of the recording's buffers: the rows after them keep earlier calls' values, which no
-        real row reads)."""
+        real row reads; those buffers are never transient)."""
         for position in recording.released:
             # pool memory its capture reused after their last reads (a backward's saved
             # activations): the caller's references go before the check below, which would
@@ -414,6 +419,10 @@ class GraphRunner:
             args.clear()
             args = read
         recording.capture.replay()
+        if self.capture_kind == "fake":  # (a CUDA replay's later kernels may write over a transient buffer)
+            for position, buffer in recording.copies:
+                if position in recording.transient:
+                    buffer.untyped_storage().fill_(255)
         recording.replays += 1
         self.pool.replayed(recording.checkpoint)
         metas = None if pairs is None else recording.cut_metas(self.padder, pairs)
@@ -462,8 +471,9 @@ class GraphRunner:
 
     def _set_aside(self, recording: Recording) -> None:
         """A recording that is no longer its key's current one: kept as a variant when it copies
-        nothing (a copy buffer would hold memory for nothing), the key's oldest variant leaving
-        past MAX_VARIANTS_OF_A_KEY; otherwise it leaves the pool."""
+        nothing (a variant replays only where every input it reads in place is back; one that
+        copies would then be replayed in place of a recording that reads more in place), the
+        key's oldest variant leaving past MAX_VARIANTS_OF_A_KEY; otherwise it leaves the pool."""
         if recording.copies or not (self.pool.reuses_memory or self.capture_kind == "fake"):
             self.pool.drop(recording)  # (without reuse, a recording keeps its outputs' memory; FakeCapture's
             # pool keeps them too, but only tests run there, and they check the variants)
@@ -550,11 +560,12 @@ class GraphRunner:
         except RuntimeError as err:
             return self._refuse(f"memory: {err}", args, pairs)
         fixed, found_stable = self._fixed_positions(key, args)
-        buffers_in_pool = self.capture_kind == "cuda" and self.pool.reuses_memory
-        copied, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start, buffers_in_pool)
+        in_pool = {position for position, x in enumerate(args) if self._transient_buffer(position, x)} \
+            if self.capture_kind == "cuda" and self.pool.reuses_memory else set()
+        copied, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start, in_pool)
         capture = CudaCapture(self.pool.handle(), self.pool.capture_stream(), release_cache=forced) \
             if self.capture_kind == "cuda" else FakeCapture()
-        buffers = {position: [meta, None] for position, meta in copied.items()} if buffers_in_pool else {}
+        buffers = {position: [meta, None] for position, meta in copied.items() if position in in_pool}
         run = functools.partial(run_writing_mutations, self.call, self.plan.mutations, capture_args,
                                 self.capture_kind == "cuda", buffers, inputs)
         del capture_args
@@ -574,6 +585,7 @@ class GraphRunner:
         fixed = sorted(fixed)
         copies = [(position, inputs[position]) for position in copied]
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
+        recording.transient = frozenset(position for position in copied if self._transient_buffer(position, args[position]))
         recording.found_stable = found_stable
         recording.found_stable_ptrs = [(i, ptr) for i, ptr in zip(recording.fixed, recording.fixed_ptrs)
                                        if i in found_stable]
@@ -604,19 +616,29 @@ class GraphRunner:
                           f"{len(recording.copies)} copied"
                           + (f", {freed} freed inside the graph after their last read" if freed else ""))
 
-    def _capture_inputs(self, args, fixed: set, start: list, buffers_in_pool: bool):
+    def _transient_buffer(self, position: int, x) -> bool:
+        """A copied input whose buffer's bytes need not outlive a replay (each replay fills it
+        first): every one but an input padding grows (a smaller call fills its first rows only,
+        and the rows after must stay real rows) and a host scalar (a CPU tensor: its value is in
+        the size key). On CUDA such buffers are pool memory the capture frees after their last
+        read; FakeCapture writes over them after each replay (`_replay`), so the CPU tests see
+        any reliance on what a replay left there."""
+        grown = self.padder.grown if self.padder is not None else set()
+        return isinstance(x, torch.Tensor) and position not in grown and (x.device.type != "cpu" or x.dim() > 0)
+
+    def _capture_inputs(self, args, fixed: set, start: list, in_pool: set):
         """What the recording keeps (`inputs`: our buffers for copied inputs, our aliases of fixed
         ones), what the capture reads, and the fixed inputs handed over to the capture itself:
         where the pool reuses memory, a fixed input that is a handed-out pool storage (a forward's
         saved activation reaching the backward) is passed without the caller's reference, so the
         capture frees it after its last read and reuses its memory ({position: (weak reference to
         its storage, its metadata)}). The copied inputs come as {position: metadata}: their
-        buffers are made here, or with `buffers_in_pool` by the capture itself
+        buffers are made here, or for the positions `in_pool` by the capture itself
         (`run_writing_mutations`), in pool memory that the capture reuses after their last read.
         A buffer in the default pool would stay between the caller's eager tensors (a backward's
         400 MiB incoming gradient in GPT-2) and make the allocator reserve a segment more there;
         one alive through the whole capture would grow the pool by its size."""
-        in_pool = {h.ptr for h in start} if self.pool.reuses_memory else set()
+        handed_out = {h.ptr for h in start} if self.pool.reuses_memory else set()
         mutated = set(self.mutated.values())
         copied, inputs, handed_over = {}, list(args), {}
         with torch.no_grad():
@@ -626,11 +648,11 @@ class GraphRunner:
                 if position in fixed:
                     inputs[position] = alias_of(x)  # holding the caller's storage would keep it "live"
                     storage = x.untyped_storage()
-                    if storage.data_ptr() in in_pool and position not in mutated:
+                    if storage.data_ptr() in handed_out and position not in mutated:
                         handed_over[position] = (StorageWeakRef(storage), tensor_meta(x))
                     continue
                 copied[position] = tensor_meta(x)
-                inputs[position] = None if buffers_in_pool else empty_like_meta(copied[position]).copy_(x)
+                inputs[position] = None if position in in_pool else empty_like_meta(copied[position]).copy_(x)
         capture_args = list(inputs)
         for position in handed_over:
             capture_args[position] = args[position]
@@ -672,6 +694,7 @@ class GraphRunner:
                     warm[position] == ptr or first and position in self.plan.tangents):
                 fixed.add(position)
                 found_stable.add(position)
+                warm[position] = ptr  # (where the gradient was read in place: a later recording reads it there)
         return fixed, frozenset(found_stable)
 
     def _refuse(self, reason: str, args, pairs):
