@@ -9,8 +9,8 @@
 #   training  peak memory and step time of training with and without CUDA graphs, six models
 #   memory    bench/cuda_graph_memory.py: what the recordings hold, six models (MODE=inference: inference;
 #             KEEP_CACHE=1: no empty_cache() after the warm-up steps, what a training loop holds)
-#   memory-table  KEEP_CACHE=1 memory for six models, training and inference, in three processes at
-#             once (each measures its own allocator; about 260 s)
+#   memory-table  KEEP_CACHE=1 memory for six models, training and inference, in five process groups at
+#             once (each measures its own allocator; the convnets' training the median of 3 runs; ~300 s)
 #   memory-inductor  the same for llama and gpt2 with Inductor's rows (plain and reduce-overhead)
 #   memory-log       llama's training with LOG_ADDRESSES=1: which inputs move, each graph's notes
 #   verify    tests, memory-log for llama and gpt2, memory for llama, gpt2 and bert (about 450 s)
@@ -38,11 +38,12 @@ case "${1:-}" in
                 | grep -v "^DEBUG" > "$OUT/memory_$model.txt"
             grep -E "^\| $model" "$OUT/memory_$model.txt"
         done ;;
-    memory-table)
+    memory-table)  # the convnets' plain launches vary from run to run: the median of three runs
         table() { timeout 540 python3 bench/cuda_graph_memory.py --keep-cache --models "$2" --mode "$1" \
-            --backends tritonize,tritonize-ro > "$OUT/memory_$1_$3.txt" 2>&1; }
-        table training gpt2,llama,bert transformers & table training resnet50,vit,mobilenetv3 convnets &
-        table inference gpt2,llama,bert,resnet50,vit,mobilenetv3 all & wait
+            --backends tritonize,tritonize-ro --repeat "$4" > "$OUT/memory_$1_$3.txt" 2>&1; }
+        table training gpt2,llama,bert transformers 1 & table training vit vit 1 &
+        table training resnet50 resnet50 3 & table training mobilenetv3 mobilenetv3 3 &
+        table inference gpt2,llama,bert,resnet50,vit,mobilenetv3 all 1 & wait
         grep -h -E "^\| [a-z]" "$OUT"/memory_training_*.txt "$OUT"/memory_inference_all.txt ;;
     memory-inductor)
         timeout 560 python3 bench/cuda_graph_memory.py --models llama,gpt2 --mode training \
