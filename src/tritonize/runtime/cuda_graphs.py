@@ -560,8 +560,9 @@ class GraphRunner:
         except RuntimeError as err:
             return self._refuse(f"memory: {err}", args, pairs)
         fixed, found_stable = self._fixed_positions(key, args)
-        in_pool = {position for position, x in enumerate(args) if self._transient_buffer(position, x)} \
-            if self.capture_kind == "cuda" and self.pool.reuses_memory else set()
+        transient = {position for position, x in enumerate(args)
+                     if position not in fixed and self._transient_buffer(position, x)}
+        in_pool = transient if self.capture_kind == "cuda" and self.pool.reuses_memory else set()
         copied, inputs, capture_args, handed_over = self._capture_inputs(args, fixed, start, in_pool)
         capture = CudaCapture(self.pool.handle(), self.pool.capture_stream(), release_cache=forced) \
             if self.capture_kind == "cuda" else FakeCapture()
@@ -585,7 +586,7 @@ class GraphRunner:
         fixed = sorted(fixed)
         copies = [(position, inputs[position]) for position in copied]
         recording = Recording(capture, fixed, [args[i].data_ptr() for i in fixed], copies, specs, storages, inputs)
-        recording.transient = frozenset(position for position in copied if self._transient_buffer(position, args[position]))
+        recording.transient = frozenset(transient)
         recording.found_stable = found_stable
         recording.found_stable_ptrs = [(i, ptr) for i, ptr in zip(recording.fixed, recording.fixed_ptrs)
                                        if i in found_stable]
