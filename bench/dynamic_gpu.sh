@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 17's and issue 21's GPU runs, in parts that each fit one device call (10 minutes). Run from the
 # repo root on the GPU machine:  bash bench/dynamic_gpu.sh PART   (logs go to $OUT when set)
-#   suite    the whole test suite on CUDA (about 8 minutes on one H100 at -n 16, 7 on two at -n 24; JOBS=N)
+#   suite    the whole test suite on CUDA (past 590 s on one H100 at -n 16 since the thirty-first session:
+#            run suite1 and suite2, alternate test files, in two calls; JOBS=N)
 #   kernels  the kernel suite: eager, tritonize static, Inductor and tritonize with dynamic=True
 #   a        (a) and (b): GPT-2, BERT and llama at five lengths, timed in turns; automatic dynamic
 #   c        (c): generate() with the default cache, 64 new tokens
@@ -14,10 +15,12 @@
 # expecttest is installed from .whl/ when the machine lacks it (carry .whl with the tree).
 source "$(dirname "$0")/gpu_env.sh"
 case "${1:-}" in
-    suite)
-        TRITONIZE_TEST_DEVICE=cuda timeout 590 python3 -m pytest -q -p no:cacheprovider -n "${JOBS:-16}" tests 2>&1 \
-            | grep -v "^DEBUG" > "$OUT/test_gpu.log"
-        grep -E "^FAILED|^ERROR|passed|failed" "$OUT/test_gpu.log" | tail -30 ;;
+    suite|suite1|suite2)  # suite1 and suite2: alternate test files, each half in its own call
+        part=${1#suite}
+        files=$(ls tests/test_*.py | awk -v part="$part" 'part == "" || NR % 2 == part % 2')
+        TRITONIZE_TEST_DEVICE=cuda timeout 590 python3 -m pytest -q -p no:cacheprovider -n "${JOBS:-16}" $files 2>&1 \
+            | grep -v "^DEBUG" > "$OUT/test_gpu$part.log"
+        grep -E "^FAILED|^ERROR|passed|failed" "$OUT/test_gpu$part.log" | tail -30 ;;
     kernels)
         timeout 540 python3 bench/kernels.py --backends eager,tritonize,inductor-dynamic,tritonize-dynamic --rounds 2 \
             --markdown "$OUT/kernels_dynamic.md" 2>&1 | quiet | tail -25 ;;
