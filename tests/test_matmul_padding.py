@@ -179,6 +179,44 @@ def test_matmul_aligned_pads_an_odd_depth_and_copies_odd_row_strides(device, dty
                                torch.addmm(bias, grad, weight, beta=0.5), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_an_odd_depth_splits_off_its_last_steps_and_leaves_b_uncopied(device, dtype):
+    """The LM head's backward product of the logits' gradient (odd depth) and the weight (rows at
+    16-byte boundaries): the weight is not copied; the depth's last steps are a product of their
+    own (with the bias), the aligned rest is added onto it. The gradient is copied only where its
+    rows do not start at 16-byte boundaries (dense, odd width); stored with padded rows it is
+    read as it is. Values with addmm's bias and scales are eager's; the operands are unchanged."""
+    from tritonize.runtime import wrapper_support
+
+    unit = 16 // torch.empty((), dtype=dtype).element_size()
+
+    def small_integers(*size):  # every sum below is exact in bf16 too: equal to eager's bit for bit
+        return torch.randint(-1, 2, size, device=device).to(dtype)
+
+    torch.manual_seed(0)
+    grad, weight = small_integers(24, 51), small_integers(51, 16)
+    bias = small_integers(16) * 2
+    padded_rows = torch.zeros(24, 56, device=device, dtype=dtype)
+    padded_rows[:, :51] = grad
+    grad_in_padded_rows = padded_rows[:, :51]  # what a kernel stores for a product (aligned rows)
+    transposed = small_integers(51, 24).t()  # column-major: aligned as it is
+    before = [t.clone() for t in (grad, weight, bias, padded_rows)]
+    for a, copies_a in ((grad, True), (grad_in_padded_rows, False), (transposed, False)):
+        copied, depths = [], []
+        real_copy = wrapper_support._copy_padded
+        with unittest.mock.patch.object(wrapper_support, "_copy_padded",
+                                        lambda t, *size: copied.append(t) or real_copy(t, *size)):
+            product = matmul_aligned(aten.mm.out, a, weight)
+            scaled = matmul_aligned(aten.addmm.out, bias, a, weight, beta=0.5, alpha=2.0)
+        assert not any(t is weight for t in copied) and (len(copied) == 2) == copies_a, [t.shape for t in copied]
+        assert product.is_contiguous() and product.shape == (24, 16)
+        assert torch.equal(product, a @ weight)
+        assert torch.equal(scaled, torch.addmm(bias, a, weight, beta=0.5, alpha=2.0))
+    for t, b in zip((grad, weight, bias, padded_rows), before):
+        assert torch.equal(t, b)
+    assert 51 % unit  # the case is an odd depth for both dtypes
+
+
 @pytest.mark.parametrize("vocab", [1001, 1024])
 def test_lm_head_backward_with_symbolic_rows(device, vocab):
     """Training an LM head with dynamic rows: the gradients match eager, and on CUDA with an odd

@@ -134,7 +134,9 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, *
     dimension is not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an
     H100 that way, against 0.9 ms padded, and its two products of the backward (the gradient of
     the logits times the weight, and its transpose times the hidden states) 0.44 ms each.
-    - An odd depth K: a and b are copied with K padded by zeros (which add nothing).
+    - An odd depth K: a and b are copied with K padded by zeros (which add nothing); or, when b's
+      rows start at 16-byte boundaries and the width is whole, the last steps of K are a product
+      of their own and b is not copied (_product_split_depth).
     - An odd number of columns N: the product is written into rows padded to 16 bytes and
       copied once more, dense, a block of rows at a time (_product_into_dense: the padded result
       never exists whole). When b's columns start at 16-byte boundaries (a transposed weight),
@@ -154,6 +156,8 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, *
         return _product(out_op, bias, a, b, kwargs, rows, cols)
     unit = max(1, 16 // a.element_size())
     deep, wide, tall = _round_up(depth, unit), _round_up(cols, unit), rows
+    if deep != depth and wide == cols and depth > unit and _rows_aligned(b, unit):
+        return _product_split_depth(out_op, bias, a, b, kwargs, unit, pads)
     if deep != depth or not _rows_aligned(a, unit):
         tall = _round_up(rows, unit) if _column_major(a) else rows  # the copy's leading dimension
         a = _copy_padded(a, tall, deep, pads)
@@ -168,6 +172,28 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, *
         return _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide)
     out = _product(out_op, bias, a, b, kwargs, tall, wide)
     return out if tall == rows else out[:rows]  # whole rows of a dense result: dense
+
+
+def _product_split_depth(out_op, bias, a, b, kwargs, unit, pads) -> torch.Tensor:
+    """A product of odd depth whose b has rows at 16-byte boundaries (the LM head's weight, read
+    by the backward's product of the logits' gradient): the last few steps of depth first, with
+    the bias, then the aligned rest (a whole number of 16 bytes of depth, b's first rows as they
+    are) added onto them by cuBLAS's vectorized kernels. b is not copied (GPT-2's weight: 74 MiB
+    a step); a is copied with its rows padded only where they do not start at 16-byte
+    boundaries. The large part is rounded once, as in one product."""
+    rows, depth = a.shape
+    aligned = depth - depth % unit
+    tail = a[:, aligned:]
+    if not _rows_aligned(a, unit):
+        tall = _round_up(rows, unit) if _column_major(a) else rows
+        a = _copy_padded(a, tall, _round_up(depth, unit), pads)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    if a.shape[0] != rows:  # a transposed copy's rows padded: the tail's extra rows are zeros
+        tail = a[:, aligned:depth]
+    alpha = kwargs.get("alpha", 1)
+    out_op(*bias, tail, b[aligned:], **kwargs, out=out)
+    torch.ops.aten.addmm.out(out, a[:, :aligned], b[:aligned], beta=1, alpha=alpha, out=out)
+    return out if out.shape[0] == rows else out[:rows]
 
 
 # A padded product of more than PADDED_BLOCK_BYTES is computed in at most PADDED_BLOCKS blocks of
