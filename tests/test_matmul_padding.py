@@ -202,7 +202,7 @@ def test_an_odd_depth_splits_off_its_last_steps_and_leaves_b_uncopied(device, dt
     transposed = small_integers(51, 24).t()  # column-major: aligned as it is
     before = [t.clone() for t in (grad, weight, bias, padded_rows)]
     for a, copies_a in ((grad, True), (grad_in_padded_rows, False), (transposed, False)):
-        copied, depths = [], []
+        copied = []
         real_copy = wrapper_support._copy_padded
         with unittest.mock.patch.object(wrapper_support, "_copy_padded",
                                         lambda t, *size: copied.append(t) or real_copy(t, *size)):
@@ -217,27 +217,100 @@ def test_an_odd_depth_splits_off_its_last_steps_and_leaves_b_uncopied(device, dt
     assert 51 % unit  # the case is an odd depth for both dtypes
 
 
+@pytest.mark.parametrize("align", ["auto", "always"])
 @pytest.mark.parametrize("vocab", [1001, 1024])
-def test_lm_head_backward_with_symbolic_rows(device, vocab):
-    """Training an LM head with dynamic rows: the gradients match eager, and on CUDA with an odd
-    vocabulary the backward's two products run aligned too."""
+def test_lm_head_backward_with_symbolic_rows(device, vocab, align):
+    """Training an LM head with dynamic rows: the gradients match eager. With an odd vocabulary
+    (on CUDA, or everywhere with align_matmuls="always") the backward's two products run aligned
+    too, and share the padded copy of the logits' gradient (a graph input here: the loss is
+    outside the compiled code)."""
     from tritonize.backend import make_backend
+    from tritonize.config import make_options
 
     torch.manual_seed(0)
     head = torch.nn.Linear(512, vocab, bias=False, device=device, dtype=torch.bfloat16)
     recorder = []
-    compiled = torch.compile(head, backend=make_backend(recorder=recorder), dynamic=True)
+    backend = make_backend(make_options(align_matmuls=align), recorder=recorder)
+    compiled = torch.compile(head, backend=backend, dynamic=True)
     for rows in (1024, 600):
         hidden = torch.randn(rows, 512, device=device, dtype=torch.bfloat16, requires_grad=True)
         expected = torch.autograd.grad(head(hidden).float().square().mean(), [hidden, head.weight])
         actual = torch.autograd.grad(compiled(hidden).float().square().mean(), [hidden, head.weight])
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a, e, atol=2e-2, rtol=2e-2)
+    padded = vocab % 8 != 0 and (device == "cuda" or align == "always")
     wrappers = [r.wrapper for r in recorder if r != "graph"]
-    aligned = sum(w.count("matmul_aligned(aten.") for w in wrappers)
-    assert aligned == (3 if device == "cuda" and vocab % 8 != 0 else 0)
-    # the backward's two products share the padded gradient
-    assert sum(w.count("pads=pads") for w in wrappers) == (2 if aligned else 0)
+    assert sum(w.count("matmul_aligned(aten.") for w in wrappers) == (3 if padded else 0)
+    assert sum(w.count("pads=pads") for w in wrappers) == (2 if padded else 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_value_computed_for_products_is_stored_in_padded_rows(device, dtype, monkeypatch):
+    """lower/product_rows.py (align_matmuls="always"): the logits' gradient of a cross-entropy
+    loss, read by the LM head's two backward products, is stored by its kernel with rows padded
+    to 16 bytes; neither product copies an operand (no _copy_padded at all); gradients and the
+    loss are eager's, the inputs unchanged. With "never" the gradient is stored dense."""
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+    from tritonize.runtime import wrapper_support
+
+    copies = []
+    real_copy = wrapper_support._copy_padded
+    monkeypatch.setattr(wrapper_support, "_copy_padded", lambda t, *a, **k: copies.append(t.shape) or real_copy(t, *a, **k))
+    torch.manual_seed(0)
+    vocab, width, rows = 1001, 128, 4096  # rows * width * vocab >= MIN_PADDED_MATMUL_MACS
+    weight = (torch.randn(vocab, width, device=device) * 0.05).to(dtype)
+
+    def loss_fn(hidden, weight, target):
+        return torch.nn.functional.cross_entropy((hidden @ weight.t()).float(), target)
+
+    hidden = torch.randn(rows, width, device=device).to(dtype)
+    target = torch.randint(0, vocab, (rows,), device=device)
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-4}
+    for align, padded in (("always", True), ("never", False)):
+        torch._dynamo.reset()
+        recorder, copies[:] = [], []
+        compiled = torch.compile(loss_fn, backend=make_backend(make_options(align_matmuls=align), recorder=recorder))
+        args = [hidden.clone().requires_grad_(), weight.clone().requires_grad_(), target]
+        before = [t.detach().clone() for t in args]
+        loss = compiled(*args)
+        loss.backward()
+        eager_args = [hidden.clone().requires_grad_(), weight.clone().requires_grad_(), target]
+        eager_loss = loss_fn(*eager_args)
+        eager_loss.backward()
+        torch.testing.assert_close(loss, eager_loss, **tol)
+        for a, e in zip(args[:2], eager_args[:2]):
+            torch.testing.assert_close(a.grad, e.grad, **tol)
+        assert all(torch.equal(a.detach(), b) for a, b in zip(args, before))
+        [backward] = [r.wrapper for r in recorder if r != "graph" and r.role == "backward"]
+        unit = 16 // weight.element_size()
+        stored = [line for line in backward.splitlines() if f"({rows}, {vocab})" in line and "empty_strided" in line]
+        assert len(stored) == 1 and (f"({-(-vocab // unit) * unit}, 1)" in stored[0]) == padded, backward
+        assert backward.count("matmul_aligned(aten.") == (1 if padded else 0)
+        assert copies == [], copies
+
+
+def test_a_value_an_output_views_keeps_its_dense_rows(device):
+    """A value read by a product and returned too keeps eager's layout (stored padded, the output
+    would need a copy at the graph's edge): the graph stores it once, dense."""
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+
+    torch.manual_seed(0)
+    x = torch.randn(2048, 1001, device=device)
+    w = torch.randn(1001, 256, device=device)
+    recorder = []
+    def fn(x, w):
+        r = torch.relu(x)
+        return r @ w, r.view(1024, 2002)
+
+    compiled = torch.compile(fn, backend=make_backend(make_options(align_matmuls="always"), recorder=recorder))
+    product, viewed = compiled(x, w)
+    torch.testing.assert_close(product, torch.relu(x) @ w, atol=1e-4, rtol=1e-4)
+    assert torch.equal(viewed, torch.relu(x).view(1024, 2002)) and viewed.stride() == (2002, 1)
+    [wrapper] = [r.wrapper for r in recorder if r != "graph"]
+    stored = [line for line in wrapper.splitlines() if "= empty_strided" in line]
+    assert len(stored) == 1 and "(1001, 1)" in stored[0], wrapper
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -298,3 +371,62 @@ def test_an_operand_rewritten_between_padded_products_is_padded_again(device):
 
     report = check(fn, x, w1, w2, w3, atol=1e-3, rtol=1e-3)
     assert "pads=pads" not in report.wrapper
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_the_strided_padded_product(device, dtype):
+    """matmul_aligned(padded_rows=True): an odd-width product returned as computed, a view of rows
+    padded to 16 bytes (no copy back dense), for a transposed weight (two products: the aligned
+    columns and the rest), a weight copied padded, and addmm's bias and scales; eager's values
+    (small integers: exact), operands unchanged."""
+    from tritonize.runtime import wrapper_support
+
+    def small_integers(*size):
+        return torch.randint(-1, 2, size, device=device).to(dtype)
+
+    torch.manual_seed(0)
+    unit = 16 // torch.empty((), dtype=dtype).element_size()
+    a, weight, bias = small_integers(40, 24), small_integers(51, 24), small_integers(51) * 2
+    before = [t.clone() for t in (a, weight, bias)]
+    copied = []
+    real_rows = wrapper_support.dense_rows
+    with unittest.mock.patch.object(wrapper_support, "dense_rows", lambda *x, **k: copied.append(1) or real_rows(*x, **k)):
+        for b in (weight.t(), weight.t().contiguous()):  # a transposed weight; a row-major one (copied padded)
+            product = matmul_aligned(aten.mm.out, a, b, padded_rows=True)
+            scaled = matmul_aligned(aten.addmm.out, bias, a, b, beta=0.5, alpha=2.0, padded_rows=True)
+            for result in (product, scaled):
+                assert result.shape == (40, 51) and result.stride() == (-(-51 // unit) * unit, 1)
+            assert torch.equal(product, a @ b)
+            assert torch.equal(scaled, torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+    assert copied == []
+    assert all(torch.equal(t, b) for t, b in zip((a, weight, bias), before))
+
+
+@pytest.mark.parametrize("returned", [False, True])
+def test_a_product_no_output_views_stays_in_padded_rows(device, returned):
+    """lower/product_rows.py (align_matmuls="always"): logits of odd width that only our kernels
+    read (a softmax and argmax inside the graph) stay in the padded rows their product was
+    computed in (padded_rows=True: no dense copy); returned logits keep eager's dense layout.
+    Values and strides are eager's."""
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+
+    torch.manual_seed(0)
+    hidden = torch.randn(4096, 128, device=device)
+    weight = torch.randn(1001, 128, device=device) * 0.05
+    bias = torch.randn(1001, device=device)
+
+    def fn(hidden, weight, bias):
+        logits = torch.nn.functional.linear(hidden, weight, bias)
+        chosen = torch.softmax(logits, -1).argmax(-1)
+        return (chosen, logits) if returned else (chosen, logits.amax(-1))
+
+    recorder = []
+    compiled = torch.compile(fn, backend=make_backend(make_options(align_matmuls="always"), recorder=recorder))
+    actual, expected = compiled(hidden, weight, bias), fn(hidden, weight, bias)
+    assert torch.equal(actual[0], expected[0])
+    torch.testing.assert_close(actual[1], expected[1], atol=1e-4, rtol=1e-4)
+    assert actual[1].stride() == expected[1].stride()
+    [wrapper] = [r.wrapper for r in recorder if r != "graph"]
+    assert ("padded_rows=True" in wrapper) == (not returned), wrapper
+    assert "matmul_aligned(aten.addmm.out" in wrapper

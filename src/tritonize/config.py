@@ -16,6 +16,7 @@ only supplies defaults. `patch()` overrides defaults inside a `with` block, for 
 | fallback_random | bool                  | $TRITONIZE_FALLBACK_RANDOM=1 | random ops through aten: eager's numbers bit for bit (default: our Philox, eager's distributions, other numbers) |
 | conv_layout | "auto", "as_traced", "channels_last" | "auto"   | "channels_last": 2-D convolutions and the 4-D buffers around them in NHWC memory order (cuDNN's fast kernels; lower/conv_layout.py); graph outputs keep eager's strides. "auto": channels-last for inference graphs with fp16/bf16 convolutions on CUDA, as traced otherwise (the decision is a note in explain()) |
 | depthwise_conv | "auto", "library", "generated" | "auto"   | depthwise 2-D convolutions: aten's (cuDNN) call, or a generated kernel that fuses what follows (lower/depthwise.py). "auto": generated for the shapes where the H100 measured it faster (3x3 windows of stride 2, small outputs) in channels-last graphs, the library call otherwise |
+| align_matmuls | "auto", "always", "never" | "auto"             | products (mm, addmm) with a leading dimension that is not a multiple of 16 bytes (odd vocabularies) run on operands whose rows start at 16-byte boundaries (runtime matmul_aligned), and values our kernels compute for them are stored with padded rows (lower/product_rows.py). "auto": on CUDA; "always": every device (tests on the CPU); "never": as traced |
 | freeze      | bool                      | False                  | inference: the model's parameters and buffers are constants (their weights must not change; a changed one raises FrozenInputChanged): computations of weights alone run once at compile time, batch norms fold into the convolutions before them (lower/freezing.py) |
 
 Environment knobs read by the runtime (runtime/ must not import this module): TRITONIZE_CACHE=0
@@ -35,6 +36,7 @@ CAPTURES = ("cuda", "fake")
 PARTITIONERS = ("default", "min_cut")
 CONV_LAYOUTS = ("auto", "as_traced", "channels_last")
 DEPTHWISE_CONVS = ("auto", "library", "generated")
+ALIGN_MATMULS = ("auto", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Options:
     conv_layout: str = "auto"
     freeze: bool = False
     depthwise_conv: str = "auto"
+    align_matmuls: str = "auto"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -63,6 +66,8 @@ class Options:
             raise ValueError(f"tritonize: unknown conv_layout {self.conv_layout!r}; expected one of {CONV_LAYOUTS}")
         if self.depthwise_conv not in DEPTHWISE_CONVS:
             raise ValueError(f"tritonize: unknown depthwise_conv {self.depthwise_conv!r}; expected one of {DEPTHWISE_CONVS}")
+        if self.align_matmuls not in ALIGN_MATMULS:
+            raise ValueError(f"tritonize: unknown align_matmuls {self.align_matmuls!r}; expected one of {ALIGN_MATMULS}")
         if self.cudagraph_capture not in CAPTURES:
             raise ValueError(f"tritonize: unknown cudagraph_capture {self.cudagraph_capture!r}; "
                              f"expected one of {CAPTURES}")
@@ -95,7 +100,7 @@ def make_options(options: dict | Options | None = None, **kwargs) -> Options:
 def code_options(options: Options) -> list:
     """The options that change the generated code: part of every cache key."""
     return [options.mode, options.fallback, options.fallback_random, options.partitioner, options.conv_layout,
-            options.freeze, options.depthwise_conv]
+            options.freeze, options.depthwise_conv, options.align_matmuls]
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from ..ir.nodes import ExternCall, GraphIR, HostValueBuffer, OpaqueInput, Tensor
 from ..ir.sizes import same_strides
 from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
+from ..lower.product_rows import MIN_PADDED_MATMUL_MACS
 from ..schedule.fusion import KernelGroup, reads_of
 from .index_printer import print_condition, print_index, print_number
 from .kernel import host_scalar_argument
@@ -34,7 +35,6 @@ PADDABLE_MATMULS = {aten.mm.default: 1, aten.addmm.default: 2}  # -> position of
 # aten ops whose result is always a new tensor in contiguous strides, whatever their arguments'
 # layouts (cuBLAS computes into another layout and copies back where it must)
 CONTIGUOUS_RESULTS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default})
-MIN_PADDED_MATMUL_MACS = 1 << 28  # M*N*K; smaller products: the copies would cost more than they save
 
 
 class WrapperWriter:
@@ -306,6 +306,8 @@ def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool
                 args.append(f"min_macs={MIN_PADDED_MATMUL_MACS}")
             if pads:
                 args.append("pads=pads")
+            if out.layout.stride[0] != out.layout.size[1]:  # the product in padded rows, as it is
+                args.append("padded_rows=True")
             return [f"    {out.name} = matmul_aligned({', '.join([out_overload] + args)}){note}"]
         lines = [f"    {out.name} = {target}({', '.join(args)}){note}", *_after_lines(call, out.name)]
         if call.kind not in ("alloc", "seed") and not _contiguous_as_planned(call, out):
@@ -346,15 +348,16 @@ def _resolved(result: str, out) -> str:
 
 
 def aligns_matmul(call: ExternCall) -> bool:
-    """A big mm/addmm on CUDA with a leading dimension known not to be a multiple of 16 bytes: its
-    output's row width (an odd vocabulary size), its depth, or an operand's row stride (the
-    gradient of odd-width logits, transposed). Computed on aligned copies (runtime
-    matmul_aligned), else cuBLAS takes an unvectorized kernel. Where a size is symbolic, whether
-    the copies pay is decided per call (matmul_aligned's min_macs)."""
-    if call.kind != "extern" or call.target not in PADDABLE_MATMULS:
+    """A big mm/addmm (on CUDA, or as option align_matmuls says: call.align_rows) with a leading
+    dimension known not to be a multiple of 16 bytes: its output's row width (an odd vocabulary
+    size), its depth, or an operand's row stride (the gradient of odd-width logits, transposed).
+    Computed on aligned operands (runtime matmul_aligned), else cuBLAS takes an unvectorized
+    kernel. Where a size is symbolic, whether the copies pay is decided per call (matmul_aligned's
+    min_macs)."""
+    if call.kind != "extern" or call.target not in PADDABLE_MATMULS or not call.align_rows:
         return False
     layout = call.outputs[0].buffer.layout
-    if layout.device.type != "cuda" or layout.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+    if layout.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
     if call.target == aten.addmm.default and len(call.args[0].size) != 1:
         return False  # only a bias along the columns is padded

@@ -229,6 +229,9 @@ class ExternCall:
     # returned: bindings of the data-dependent sizes it decides ("u0 = {result}.size(0)") and
     # the graph's runtime asserts on them (lower/unbacked.py)
     after: list = dataclasses.field(default_factory=list)
+    # an mm/addmm whose leading dimensions the wrapper aligns (codegen/wrapper.aligns_matmul;
+    # lower/product_rows.py: option align_matmuls for this call's device)
+    align_rows: bool = False
 
 
 def writes_no_argument(target) -> bool:

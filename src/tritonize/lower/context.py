@@ -61,6 +61,7 @@ class LoweringContext:
         # new values of mutated inputs laid out as the inputs (lower/graph.py, _updated_input_strides)
         self.input_layout_buffers: set = set()
         self._read_only_copies: dict = {}  # see realize_read_only
+        self.output_views: set = set()  # FX nodes a graph output is or views (lower/graph.py)
         self._counter = itertools.count()
 
     # --- naming -----------------------------------------------------------------------------
@@ -147,23 +148,26 @@ class LoweringContext:
             self._read_only_copies[key] = self.realize(value, stride)
         return self._read_only_copies[key]
 
-    def realize_value(self, value: TensorValue) -> TensorValue:
-        """Like realize, but hands back a TensorValue that loads from the buffer."""
+    def realize_value(self, value: TensorValue, stride=None) -> TensorValue:
+        """Like realize, but hands back a TensorValue that loads from the buffer (stored in
+        `stride`, by default shared_strides)."""
         if strided_view_of(value) is not None:
             return value
-        buffer = self.compute_buffer(value, self.shared_strides(value))
+        buffer = self.compute_buffer(value, stride or self.shared_strides(value))
         return buffer_value(buffer.name, buffer.layout)
 
-    def maybe_realize_shared(self, value: TensorValue, num_users: int, memory_readers: int = 0) -> TensorValue:
+    def maybe_realize_shared(self, value: TensorValue, num_users: int, memory_readers: int = 0,
+                             stride=None) -> TensorValue:
         """Store a value once if inlining it into every consumer would cost more memory traffic,
-        or if one of its several consumers reads it from memory anyway (a library op)."""
+        or if one of its several consumers reads it from memory anyway (a library op). stride:
+        the layout to store it in (padded rows for a product: lower/product_rows.py)."""
         if strided_view_of(value) is not None or any(s == 0 for s in value.size):
             return value
         n_ops = ex.count_ops(value.body)
         if n_ops > MAX_INLINE_OPS:
-            return self.realize_value(value)
+            return self.realize_value(value, stride)
         if num_users > 1 and (memory_readers or _costly_to_recompute(value.body, n_ops)):
-            return self.realize_value(value)
+            return self.realize_value(value, stride)
         return value
 
     def tensor_arg(self, name, size, stride, offset) -> TensorArg:
@@ -179,16 +183,21 @@ class LoweringContext:
     def add_buffer(self, buffer: Buffer) -> None:
         self.buffers[buffer.name] = buffer
 
-    def extern_call(self, target, args, kwargs, result_meta, kind: str, reason: str = ""):
-        """Call `target` through aten from the wrapper; returns TensorValues shaped like result_meta."""
-        call = ExternCall(self.new_name("extern"), target, args, kwargs, [], kind, self.origin(), reason)
-        result = self._extern_results(call, result_meta, ())
+    def extern_call(self, target, args, kwargs, result_meta, kind: str, reason: str = "", align_rows: bool = False,
+                    result_stride=None):
+        """Call `target` through aten from the wrapper; returns TensorValues shaped like result_meta
+        (result_stride: a single result's strides, where the call returns other strides than the
+        meta's: a product in padded rows, lower/product_rows.py)."""
+        call = ExternCall(self.new_name("extern"), target, args, kwargs, [], kind, self.origin(), reason,
+                          align_rows=align_rows)
+        result = self._extern_results(call, result_meta, (), result_stride)
         self.operations.append(call)
         return result
 
-    def _extern_results(self, call: ExternCall, meta, path):
+    def _extern_results(self, call: ExternCall, meta, path, stride=None):
         if isinstance(meta, torch.Tensor):
-            layout = Layout(symbolic_size(meta.shape), symbolic_size(meta.stride()), 0, meta.dtype, meta.device)
+            stride = stride or symbolic_size(meta.stride())
+            layout = Layout(symbolic_size(meta.shape), stride, 0, meta.dtype, meta.device)
             buffer = Buffer(self.new_name(), layout)
             self.add_buffer(buffer)
             call.outputs.append(ExternOutput(buffer, path, needs_neg_resolved(meta)))

@@ -42,6 +42,7 @@ from .context import LoweringContext, needs_neg_resolved
 from .conv_layout import keeps_planned_layout
 from .dtypes import symbolic_size
 from .fallback import MATMUL_OPS, call_through_aten, is_extern
+from .product_rows import PRODUCT_OPERANDS, padded_row_strides
 from .host_values import move_size_values_to_host
 from .registry import find_lowering
 
@@ -61,6 +62,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     symbol_sources: dict = {}
     outputs: list[GraphOutput] = []
     shared_bases = _output_bases(gm)
+    ctx.output_views = _output_views(gm)
     input_updates = _input_updates(gm)
     for node in gm.graph.nodes:
         ctx.current_node = node
@@ -196,7 +198,8 @@ def _lower_call(ctx, node, env):
         else:
             if isinstance(value, TensorValue):
                 value = dataclasses.replace(value, origins=_origins(args, node))
-                return ctx.maybe_realize_shared(value, _data_readers(node), _readers_from_memory(node))
+                return ctx.maybe_realize_shared(value, _data_readers(node), _readers_from_memory(node),
+                                                _product_operand_strides(ctx, node, value))
             return value
     return _call_through_aten(ctx, node, (args, kwargs), reason)
 
@@ -232,6 +235,24 @@ def _readers_from_memory(node) -> int:
         elif packet in MATMUL_OPS:
             readers += 1
     return readers
+
+
+def _product_operand_strides(ctx, node, value):
+    """Padded row strides for a value an mm or addmm reads as an operand (lower/product_rows.py),
+    unless a graph output views it; None to store it as usual."""
+    if node in ctx.output_views or not isinstance(value, TensorValue) or not _product_operand(node):
+        return None
+    return padded_row_strides(ctx.options, value)
+
+
+def _product_operand(node) -> bool:
+    """Whether an mm or addmm reads the node's value as an operand, directly or through views."""
+    for user in node.users:
+        if getattr(user.target, "overloadpacket", None) in VIEW_OPS and _product_operand(user):
+            return True
+        if any(i < len(user.args) and user.args[i] is node for i in PRODUCT_OPERANDS.get(user.target, ())):
+            return True
+    return False
 
 
 def _arguments(node, env) -> tuple:
@@ -306,17 +327,31 @@ def _flatten_outputs(value):
 def _view_base(node):
     """The node whose storage eager's `node` shares: up through view ops (and getitem of a
     multi-output view op) to the first node that makes a tensor of its own."""
+    return _view_chain(node)[-1]
+
+
+def _view_chain(node) -> list:
+    """node, then each node it views, up to its view base (_view_base)."""
+    chain = [node]
     while isinstance(node, torch.fx.Node) and node.op == "call_function":
         if node.target is operator.getitem:
             container = node.args[0]
             if getattr(container.target, "overloadpacket", None) not in MULTI_VIEW_OPS:
-                return node
+                return chain
             node = container.args[0]
         elif getattr(node.target, "overloadpacket", None) in VIEW_OPS:
             node = node.args[0]
         else:
-            return node
-    return node
+            return chain
+        chain.append(node)
+    return chain
+
+
+def _output_views(gm: torch.fx.GraphModule) -> set:
+    """The nodes whose storage a graph output is or views: they keep eager's layout (a padded
+    one would cost a copy at the graph's edge)."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    return {n for out in _flatten_outputs(output.args[0]) if isinstance(out, torch.fx.Node) for n in _view_chain(out)}
 
 
 def _output_bases(gm: torch.fx.GraphModule) -> set:

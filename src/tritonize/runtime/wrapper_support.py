@@ -128,7 +128,8 @@ def reserve_split_counters(index: int, stream_id: int) -> None:
         _counters_of((index, stream_id), size, size)
 
 
-def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, **kwargs) -> torch.Tensor:
+def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, padded_rows: bool = False,
+                   **kwargs) -> torch.Tensor:
     """`out_op` (aten.mm.out or aten.addmm.out, bias 1-D) on operands whose rows all start at
     16-byte boundaries, returned dense. cuBLAS takes an unvectorized kernel when a leading
     dimension is not a multiple of 16 bytes: GPT-2's LM head (vocabulary 50257) took 6.6 ms on an
@@ -149,7 +150,9 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, *
     Copies keep the operand's own order (a transposed weight is copied row by row of its memory).
     A product smaller than min_macs (M*N*K; a graph with symbolic sizes decides per call) is
     computed as it is. pads: a dict the graph's call shares between its padded products (an
-    operand two products read is copied once; _copy_padded)."""
+    operand two products read is copied once; _copy_padded). padded_rows: an odd-width product is
+    returned as it was computed, a view of rows padded to 16 bytes (where nothing needs it dense:
+    lower/product_rows.py)."""
     *bias, a, b = args
     (rows, depth), cols = a.shape, b.shape[1]
     if rows * cols * depth < min_macs:
@@ -168,6 +171,8 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, *
         bias_wide = torch.zeros((wide,), dtype=bias[0].dtype, device=bias[0].device)
         bias_wide[:cols].copy_(bias[0])
         bias = [bias_wide]
+    if wide != cols and padded_rows:
+        return _product_in_padded_rows(out_op, bias, a, b, kwargs, rows, cols, wide)
     if wide != cols:
         return _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide)
     out = _product(out_op, bias, a, b, kwargs, tall, wide)
@@ -221,6 +226,14 @@ def _product_into_dense(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.T
             out_op(*part_bias, a[start:start + count], part_b, **kwargs, out=padded[:count, first:end])
         dense_rows(padded[:count, :cols], out=dense[start:start + count])
     return dense
+
+
+def _product_in_padded_rows(out_op, bias, a, b, kwargs, rows, cols, wide) -> torch.Tensor:
+    """The product of width `cols` in rows of `wide` elements: the (rows, cols) view of them."""
+    padded = torch.empty((rows, wide), dtype=a.dtype, device=a.device)
+    for first, end, part_bias, part_b in _column_parts(bias, b, cols, wide):
+        out_op(*part_bias, a[:rows], part_b, **kwargs, out=padded[:, first:end])
+    return padded[:, :cols]
 
 
 # A product of odd width with at least this many rows per unit of depth is computed by groups of
