@@ -26,7 +26,7 @@ BACKENDS = ("eager", "inductor", "tritonize")  # the default set
 # tritonize-max: mode="max-autotune"; *-dynamic: dynamic=True (every size symbolic)
 KNOWN_BACKENDS = BACKENDS + ("tritonize-max", "inductor-dynamic", "tritonize-dynamic", "inductor-ro", "tritonize-ro",
                               "tritonize-savefwd", "tritonize-nhwc", "tritonize-traced", "tritonize-freeze",
-                              "inductor-freeze", "tritonize-dwgen", "tritonize-dwlib")
+                              "inductor-freeze", "tritonize-dwgen", "tritonize-dwlib", "tritonize-noalign")
 
 
 # ----------------------------------------------------------------------------- back ends
@@ -40,6 +40,7 @@ TRITONIZE_VARIANTS = {
     "tritonize-freeze": {"freeze": True},  # frozen inference (lower/freezing.py)
     "tritonize-dwgen": {"depthwise_conv": "generated"},  # depthwise convolutions generated (lower/depthwise.py)
     "tritonize-dwlib": {"depthwise_conv": "library"},  # depthwise convolutions through cuDNN
+    "tritonize-noalign": {"align_matmuls": "never"},  # products of odd widths as traced (lower/product_rows.py)
 }
 
 
@@ -66,7 +67,8 @@ def build_backend(name, fn):
     options conv_layout="channels_last" / "as_traced", where the default "auto" decides per graph;
     "-freeze": frozen inference, tritonize's option freeze or Inductor's config freezing;
     "-dwgen" / "-dwlib": depthwise convolutions as generated kernels / through cuDNN, where the
-    default "auto" picks per shape)."""
+    default "auto" picks per shape; "-noalign": options align_matmuls="never", products of odd
+    widths as traced, no padded rows)."""
     if name == "eager":
         return fn
     if name not in KNOWN_BACKENDS:

@@ -6,6 +6,8 @@
 #   training   the same in training (autocast bf16)
 #   partitioners  training, tritonize (the min-cut partitioner) against AOTAutograd's default
 #              partition (options partitioner="default"): peak memory and step time
+#   products   the LM head's backward products (bench/odd_columns.py --backward), then gpt2's and
+#              bert's training with and without aligned products (tritonize, tritonize-noalign)
 #   history    torch.cuda.memory._record_memory_history around one gpt2 inference step: the
 #              snapshot (a pickle for pytorch.org/memory_viz) in $OUT
 source "$(dirname "$0")/gpu_env.sh"
@@ -17,6 +19,10 @@ case "${1:-}" in
     partitioners)
         timeout 580 python3 bench/models.py --mode training --skip-warm --models "$SIX" --backends tritonize,tritonize-savefwd \
             --markdown "$OUT/memory_partitioners.md" 2>&1 | quiet | tail -30 ;;
+    products)
+        timeout 200 python3 bench/odd_columns.py --backward --rows 512,1048,4096,8192 2>&1 | quiet
+        timeout 380 python3 bench/models.py --mode training --skip-warm --models gpt2,bert \
+            --backends eager,inductor,tritonize,tritonize-noalign --markdown "$OUT/memory_products.md" 2>&1 | quiet | tail -14 ;;
     history)
         timeout 300 python3 - <<'PY' 2>&1 | quiet
 import os, sys, torch

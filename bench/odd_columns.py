@@ -19,6 +19,18 @@ the transposed weight (K, N), bf16, timed as
            the dense result; runtime/wrapper_support._product_by_row_residue), and "padded"
            made to take the padded blocks at every M: matmul_aligned chooses between them by M.
 Reports microseconds per call (timed over 20 calls in a row) and which of direct / padded is faster.
+
+--backward: the LM head's two backward products instead, the logits' gradient g (M, N) times the
+weight (N, K) (odd depth) and g's transpose times the hidden states (M, K):
+  direct        aten.mm on the dense g (odd row stride, odd depth),
+  both padded   g and the weight copied with N padded by zeros, then one product (what matmul_aligned
+                did before the thirty-first session),
+  split         matmul_aligned now: g copied padded, the weight not copied; the depth's last N % 8
+                steps a product of their own, the aligned rest added onto it (addmm, beta=1),
+  split, g padded  the same with g stored in padded rows (what a kernel of ours writes for it:
+                lower/product_rows.py): nothing copied,
+  gT direct / gT padded  g's transpose times the hidden states, g dense (odd leading dimension)
+                or in padded rows (a plain aten.mm).
 """
 from __future__ import annotations
 
@@ -58,13 +70,51 @@ def _repeated(fn, times):
     return run
 
 
+def _time_us(ways: dict, device) -> dict:
+    """Microseconds a call of each way, 20 calls a timing."""
+    return {k: time_iterations(_repeated(f, 20), device, warmup=1, iters=5, rounds=3) * 1e6 / 20 for k, f in ways.items()}
+
+
+def backward_table(args, device, dtype) -> None:
+    """--backward: the LM head's backward products (see the module's docstring)."""
+    from tritonize.runtime.dense_copy import padded_rows
+
+    cols, depth = args.cols, args.depth
+    wide = -(-cols // 8) * 8
+    weight = torch.randn(cols, depth, device=device, dtype=dtype)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, N={cols}, K={depth}, bf16; backward products")
+    print("| M | direct us | both padded us | split us | split, g padded us | gT direct us | gT padded us |")
+    print("|---|---|---|---|---|---|---|")
+    for rows in (int(r) for r in args.rows.split(",")):
+        grad = torch.randn(rows, cols, device=device, dtype=dtype)
+        stored = torch.empty(rows, wide, device=device, dtype=dtype)[:, :cols]
+        stored.copy_(grad)
+        hidden = torch.randn(rows, depth, device=device, dtype=dtype)
+        ways = {
+            "direct": lambda: torch.mm(grad, weight),
+            "both_padded": lambda: torch.mm(padded_rows(grad, rows, wide), padded_rows(weight, wide, depth)),
+            "split": lambda: matmul_aligned(torch.ops.aten.mm.out, grad, weight),
+            "split_stored": lambda: matmul_aligned(torch.ops.aten.mm.out, stored, weight),
+            "t_direct": lambda: torch.mm(grad.t(), hidden),
+            "t_stored": lambda: torch.mm(stored.t(), hidden),
+        }
+        for way in ("both_padded", "split", "split_stored"):
+            torch.testing.assert_close(ways[way](), ways["direct"](), atol=0.5, rtol=0.05)
+        torch.testing.assert_close(ways["t_stored"](), ways["t_direct"](), atol=0.5, rtol=0.05)
+        us = _time_us(ways, device)
+        print(f"| {rows} | " + " | ".join(f"{us[k]:.1f}" for k in ways) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="768,1048,1600,2048,3072")
     parser.add_argument("--cols", type=int, default=50257)
     parser.add_argument("--depth", type=int, default=768)
+    parser.add_argument("--backward", action="store_true", help="the LM head's backward products")
     args = parser.parse_args()
     device, dtype = "cuda", torch.bfloat16
+    if args.backward:
+        return backward_table(args, device, dtype)
     weight = torch.randn(args.cols, args.depth, device=device, dtype=dtype)
     padded_cols = -(-args.cols // 8) * 8
     weight_padded = torch.zeros(padded_cols, args.depth, device=device, dtype=dtype)
@@ -87,8 +137,7 @@ def main() -> None:
         }
         torch.testing.assert_close(ways["padded"](), ways["direct"](), atol=0.5, rtol=0.05)
         # 20 calls a timing: one call's events alone measure the host's launches of the small products
-        us = {k: time_iterations(_repeated(f, 20), device, warmup=1, iters=5, rounds=3) * 1e6 / 20
-              for k, f in ways.items()}
+        us = _time_us(ways, device)
         faster = "direct" if us["direct"] < us["padded"] else "padded"
         torch.testing.assert_close(ways["into_padded"](), ways["direct"](), atol=0.5, rtol=0.05)
         torch.testing.assert_close(ways["weight_copied"](), ways["direct"](), atol=0.5, rtol=0.05)
