@@ -290,9 +290,18 @@ def test_a_value_computed_for_products_is_stored_in_padded_rows(device, dtype, m
         assert copies == [], copies
 
 
-def test_a_value_an_output_views_keeps_its_dense_rows(device):
-    """A value read by a product and returned too keeps eager's layout (stored padded, the output
-    would need a copy at the graph's edge): the graph stores it once, dense."""
+RETURNED_FORMS = {  # a value returned as it is, or through ops whose result is (or lowers to) its memory
+    "view": lambda r: r.view(1024, 2002),
+    "unfold": lambda r: r.unfold(1, 4, 2),
+    "clone": lambda r: r.clone(),
+}
+
+
+@pytest.mark.parametrize("form", list(RETURNED_FORMS))
+def test_a_value_an_output_views_keeps_its_dense_rows(device, form):
+    """A value read by a product and returned too (a view, an unfold: views by their schema; a
+    clone, which lowering makes a view) keeps eager's layout (stored padded, the output would need
+    a copy at the graph's edge): the graph stores it once, dense, and returns eager's strides."""
     from tritonize.backend import make_backend
     from tritonize.config import make_options
 
@@ -300,17 +309,85 @@ def test_a_value_an_output_views_keeps_its_dense_rows(device):
     x = torch.randn(2048, 1001, device=device)
     w = torch.randn(1001, 256, device=device)
     recorder = []
+
     def fn(x, w):
         r = torch.relu(x)
-        return r @ w, r.view(1024, 2002)
+        return r @ w, RETURNED_FORMS[form](r)
 
     compiled = torch.compile(fn, backend=make_backend(make_options(align_matmuls="always"), recorder=recorder))
-    product, viewed = compiled(x, w)
-    torch.testing.assert_close(product, torch.relu(x) @ w, atol=1e-4, rtol=1e-4)
-    assert torch.equal(viewed, torch.relu(x).view(1024, 2002)) and viewed.stride() == (2002, 1)
+    product, returned = compiled(x, w)
+    expected = fn(x, w)
+    torch.testing.assert_close(product, expected[0], atol=1e-4, rtol=1e-4)
+    assert torch.equal(returned, expected[1]) and returned.stride() == expected[1].stride()
     [wrapper] = [r.wrapper for r in recorder if r != "graph"]
     stored = [line for line in wrapper.splitlines() if "= empty_strided" in line]
     assert len(stored) == 1 and "(1001, 1)" in stored[0], wrapper
+
+
+class _ReusingAllocator:
+    """wrapper_support's torch, with `empty` handing a freed block of the same size back to the
+    next request (as CUDA's caching allocator does; the CPU's rarely does)."""
+
+    def __init__(self):
+        self.blocks = []  # [storage tensor, weak reference to the tensor handed out]
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def empty(self, shape, dtype=None, device=None):
+        import weakref
+
+        numel = math.prod(shape)
+        block = next((b for b in self.blocks if b[0].numel() == numel and b[0].dtype == dtype and b[1]() is None), None)
+        if block is None:
+            block = [torch.empty((numel,), dtype=dtype, device=device), None]
+            self.blocks.append(block)
+        out = torch.empty((0,), dtype=dtype, device=device)  # a new tensor (its own version counter)
+        out.set_(block[0].untyped_storage(), 0, tuple(shape))  # on the block's memory
+        block[1] = weakref.ref(out)
+        return out
+
+
+def test_a_chain_of_padded_products_reads_no_stale_copy(device, monkeypatch):
+    """x @ W1.T @ W2.T @ W3.T @ W4.T with odd widths (align_matmuls="always") under an allocator
+    that reuses freed blocks: a product's operand freed inside a run of products may come back as
+    another tensor's memory of the same shape and version, and a copy cached by address then
+    stood for it (a review of the thirty-first session: the result was (x @ W1.T) @ W4.T). Runs
+    share copies only between products that read a buffer in common, and the shared dict holds
+    each copied source; the result is eager's."""
+    from tritonize.backend import make_backend
+    from tritonize.config import make_options
+    from tritonize.runtime import wrapper_support
+
+    monkeypatch.setattr(wrapper_support, "torch", _ReusingAllocator())
+    torch.manual_seed(0)
+    x = torch.randn(512, 512, device=device)
+    w1, w3 = torch.randn(1025, 512, device=device) / 20, torch.randn(1025, 512, device=device) / 20
+    w2, w4 = torch.randn(512, 1025, device=device) / 30, torch.randn(512, 1025, device=device) / 30
+
+    def fn(x, w1, w2, w3, w4):
+        return x @ w1.t() @ w2.t() @ w3.t() @ w4.t()
+
+    compiled = torch.compile(fn, backend=make_backend(make_options(align_matmuls="always")))
+    torch.testing.assert_close(compiled(x, w1, w2, w3, w4), fn(x, w1, w2, w3, w4), atol=1e-4, rtol=1e-4)
+
+
+def test_shared_padded_copies_hold_their_sources(device):
+    """_copy_padded with a shared dict keeps each source alive with its copy: its address cannot
+    come back as another tensor's while the dict lives."""
+    import weakref
+
+    from tritonize.runtime.wrapper_support import _copy_padded
+
+    pads = {}
+    source = torch.randn(5, 13, device=device)
+    held = weakref.ref(source)
+    copy = _copy_padded(source, 5, 16, pads)
+    assert torch.equal(copy[:, :13], source) and not copy[:, 13:].any()
+    del source
+    assert held() is not None
+    pads.clear()
+    assert held() is None
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -336,7 +413,7 @@ def test_two_products_of_one_gradient_pad_it_once(device, dtype):
     torch.testing.assert_close(grad_weight, grad.t() @ hidden, **tol)
     assert sum(s is grad for s in sources) == 1, [tuple(s.shape) for s in sources]
     unit = 16 // grad.element_size()
-    [padded] = [p for p in pads.values() if p.shape == (24, -(-51 // unit) * unit)]
+    [padded] = [p for _, p in pads.values() if p.shape == (24, -(-51 // unit) * unit)]
     assert torch.equal(padded[:, :51], grad) and not padded[:, 51:].any() and torch.equal(grad, before)
 
 

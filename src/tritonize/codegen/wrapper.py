@@ -277,15 +277,23 @@ def _kernel_lines(writer: WrapperWriter, group: KernelGroup, kernel_var: str, me
 
 def _shared_pad_steps(steps: list) -> set[int]:
     """Positions of padded products (aligns_matmul) that follow one another with nothing in
-    between: such a run shares the padded copies of its operands (the gradient of odd-width
-    logits, read by the LM head's two backward products). Only a run: a kernel or a call in
+    between and read a buffer in common: such a run shares the padded copies of its operands (the
+    gradient of odd-width logits, read by the LM head's two backward products; the shared dict
+    holds each copied operand to the run's end). Only a run: a kernel or a call in
     between may write an operand's memory in place (the memory plan reuses buffers, and a
     kernel's store moves no version counter), and a copy made before would be stale (a review
     of the twenty-first session: x @ W1 -> gelu in place -> @ W2 -> gelu into the same
     buffer -> @ W3 read the first gelu's copy)."""
     padded = [isinstance(step, ExternCall) and aligns_matmul(step) for step in steps]
-    return {i for i, p in enumerate(padded)
-            if p and ((i > 0 and padded[i - 1]) or (i + 1 < len(padded) and padded[i + 1]))}
+
+    def share(i: int) -> bool:  # steps i and i + 1: padded products reading a buffer in common
+        return padded[i] and padded[i + 1] and bool(_operand_buffers(steps[i]) & _operand_buffers(steps[i + 1]))
+
+    return {i for i in range(len(steps)) if (i > 0 and share(i - 1)) or (i + 1 < len(steps) and share(i))}
+
+
+def _operand_buffers(call: ExternCall) -> set:
+    return {a.buffer_name for a in call.args if isinstance(a, TensorArg)}
 
 
 def _extern_lines(writer: WrapperWriter, call: ExternCall, used: set, pads: bool = False) -> list[str]:

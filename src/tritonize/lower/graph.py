@@ -50,6 +50,8 @@ aten = torch.ops.aten
 VIEW_OPS = {aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.transpose, aten.t,
             aten.expand, aten.squeeze, aten.unsqueeze, aten.slice, aten.select, aten.narrow,
             aten.alias, aten.as_strided, aten.diagonal, aten.detach}
+# Copies that lowering may turn into views of a stored value (_output_views).
+VIEWING_COPIES = {aten.clone, aten.contiguous, aten.alias_copy, aten.lift_fresh_copy}
 # Ops whose results (taken with getitem) are views of their first argument.
 MULTI_VIEW_OPS = {aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, aten.tensor_split}
 
@@ -327,31 +329,41 @@ def _flatten_outputs(value):
 def _view_base(node):
     """The node whose storage eager's `node` shares: up through view ops (and getitem of a
     multi-output view op) to the first node that makes a tensor of its own."""
-    return _view_chain(node)[-1]
-
-
-def _view_chain(node) -> list:
-    """node, then each node it views, up to its view base (_view_base)."""
-    chain = [node]
     while isinstance(node, torch.fx.Node) and node.op == "call_function":
         if node.target is operator.getitem:
             container = node.args[0]
             if getattr(container.target, "overloadpacket", None) not in MULTI_VIEW_OPS:
-                return chain
+                return node
             node = container.args[0]
         elif getattr(node.target, "overloadpacket", None) in VIEW_OPS:
             node = node.args[0]
         else:
-            return chain
-        chain.append(node)
-    return chain
+            return node
+    return node
 
 
 def _output_views(gm: torch.fx.GraphModule) -> set:
-    """The nodes whose storage a graph output is or views: they keep eager's layout (a padded
-    one would cost a copy at the graph's edge)."""
+    """The nodes whose memory a graph output may be, here or in eager: each output and, up its
+    chain, what it views (any op whose schema says view, reshape, getitem of a multi-output op,
+    and clone, which lowering makes a view of a stored value). They keep eager's layout: padded
+    rows (lower/product_rows.py) would cost a copy at the graph's edge."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
-    return {n for out in _flatten_outputs(output.args[0]) if isinstance(out, torch.fx.Node) for n in _view_chain(out)}
+    nodes: set = set()
+    for node in _flatten_outputs(output.args[0]):
+        while isinstance(node, torch.fx.Node) and node not in nodes:
+            nodes.add(node)
+            node = _viewed_input(node)
+    return nodes
+
+
+def _viewed_input(node):
+    """The node whose memory `node`'s value may share (_output_views), or None."""
+    if node.op != "call_function" or not node.args:
+        return None
+    if node.target is operator.getitem or isinstance(node.target, torch._ops.OpOverload) and (
+            node.target.is_view or node.target.overloadpacket in VIEW_OPS | VIEWING_COPIES):
+        return node.args[0]
+    return None
 
 
 def _output_bases(gm: torch.fx.GraphModule) -> set:

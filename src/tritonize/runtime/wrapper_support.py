@@ -185,7 +185,9 @@ def _product_split_depth(out_op, bias, a, b, kwargs, unit, pads) -> torch.Tensor
     the bias, then the aligned rest (a whole number of 16 bytes of depth, b's first rows as they
     are) added onto them by cuBLAS's vectorized kernels. b is not copied (GPT-2's weight: 74 MiB
     a step); a is copied with its rows padded only where they do not start at 16-byte
-    boundaries. The large part is rounded once, as in one product."""
+    boundaries. The large part is rounded once, as in one product; the first product's result (the
+    bias and the tail) is rounded to the output's dtype before the rest is added onto it: at most
+    half a unit of its last place more than one product."""
     rows, depth = a.shape
     aligned = depth - depth % unit
     tail = a[:, aligned:]
@@ -324,7 +326,7 @@ def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None
         return _copy_padded(t.t(), cols, rows, pads).t()
     key = None if pads is None else (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), t._version, rows, cols)
     if key in (pads or {}):
-        return pads[key]
+        return pads[key][1]
     if t.stride(1) == 1 or t.shape[1] == 1:  # one kernel (the CPU runs it in Triton's interpreter)
         padded = padded_rows(t, rows, cols)
     else:
@@ -334,8 +336,8 @@ def _copy_padded(t: torch.Tensor, rows: int, cols: int, pads: dict | None = None
             padded[t.shape[0]:].zero_()
         if cols > t.shape[1]:
             padded[:, t.shape[1]:].zero_()
-    if key is not None:
-        pads[key] = padded
+    if key is not None:  # the source held with its copy: freed, its address could come back as
+        pads[key] = (t, padded)  # another tensor's of the same shape, which would find this copy
     return padded
 
 
