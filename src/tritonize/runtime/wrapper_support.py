@@ -159,11 +159,13 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, p
         return _product(out_op, bias, a, b, kwargs, rows, cols)
     unit = max(1, 16 // a.element_size())
     deep, wide, tall = _round_up(depth, unit), _round_up(cols, unit), rows
-    if deep != depth and wide == cols and depth > unit and _rows_aligned(b, unit):
-        return _product_split_depth(out_op, bias, a, b, kwargs, unit, pads)
-    if deep != depth or not _rows_aligned(a, unit):
+    split_depth = deep != depth and wide == cols and depth > unit and _rows_aligned(b, unit)
+    if (deep != depth and not split_depth) or not _rows_aligned(a, unit):
         tall = _round_up(rows, unit) if _column_major(a) else rows  # the copy's leading dimension
         a = _copy_padded(a, tall, deep, pads)
+    if split_depth:
+        out = _product_split_depth(out_op, bias, a[:, :depth], b, kwargs, unit)
+        return out if tall == rows else out[:rows]
     split_columns = wide != cols and deep == depth and cols > unit and _rows_aligned(b, unit) and _column_major(b)
     if not split_columns and (deep != depth or wide != cols or not _rows_aligned(b, unit)):
         b = _copy_padded(b, deep, wide, pads)
@@ -179,28 +181,20 @@ def matmul_aligned(out_op, *args, min_macs: int = 0, pads: dict | None = None, p
     return out if tall == rows else out[:rows]  # whole rows of a dense result: dense
 
 
-def _product_split_depth(out_op, bias, a, b, kwargs, unit, pads) -> torch.Tensor:
-    """A product of odd depth whose b has rows at 16-byte boundaries (the LM head's weight, read
-    by the backward's product of the logits' gradient): the last few steps of depth first, with
-    the bias, then the aligned rest (a whole number of 16 bytes of depth, b's first rows as they
-    are) added onto them by cuBLAS's vectorized kernels. b is not copied (GPT-2's weight: 74 MiB
-    a step); a is copied with its rows padded only where they do not start at 16-byte
-    boundaries. The large part is rounded once, as in one product; the first product's result (the
-    bias and the tail) is rounded to the output's dtype before the rest is added onto it: at most
-    half a unit of its last place more than one product."""
-    rows, depth = a.shape
-    aligned = depth - depth % unit
-    tail = a[:, aligned:]
-    if not _rows_aligned(a, unit):
-        tall = _round_up(rows, unit) if _column_major(a) else rows
-        a = _copy_padded(a, tall, _round_up(depth, unit), pads)
+def _product_split_depth(out_op, bias, a, b, kwargs, unit) -> torch.Tensor:
+    """A product of odd depth whose operands' rows start at 16-byte boundaries (b: the LM head's
+    weight, read by the backward's product of the logits' gradient; matmul_aligned copies a where
+    its rows do not): the last few steps of depth first, with the bias, then the aligned rest (a
+    whole number of 16 bytes of depth, b's first rows as they are) added onto them by cuBLAS's
+    vectorized kernels. b is not copied (GPT-2's weight: 74 MiB a step). The large part is
+    rounded once, as in one product; the first product's result (the bias and the tail) is rounded
+    to the output's dtype before the rest is added onto it: at most half a unit of its last place
+    more than one product."""
+    aligned = a.shape[1] - a.shape[1] % unit
     out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    if a.shape[0] != rows:  # a transposed copy's rows padded: the tail's extra rows are zeros
-        tail = a[:, aligned:depth]
-    alpha = kwargs.get("alpha", 1)
-    out_op(*bias, tail, b[aligned:], **kwargs, out=out)
-    torch.ops.aten.addmm.out(out, a[:, :aligned], b[:aligned], beta=1, alpha=alpha, out=out)
-    return out if out.shape[0] == rows else out[:rows]
+    out_op(*bias, a[:, aligned:], b[aligned:], **kwargs, out=out)
+    torch.ops.aten.addmm.out(out, a[:, :aligned], b[:aligned], beta=1, alpha=kwargs.get("alpha", 1), out=out)
+    return out
 
 
 # A padded product of more than PADDED_BLOCK_BYTES is computed in at most PADDED_BLOCKS blocks of
