@@ -116,13 +116,14 @@ def call_through_aten(ctx, node, args, kwargs, reason: str = ""):
                  else realize(ctx, a, n, store) for i, (a, n) in enumerate(zip(args, node.args)))
     if node.target in ALIGNED_BIAS_ARGUMENT:
         args = _with_aligned_bias(ctx, args, ALIGNED_BIAS_ARGUMENT[node.target], store)
-    align_rows = node.target in PRODUCT_OPERANDS and aligns_products(ctx.options, meta_value(node).device)
+    traced = meta_value(node)
+    align_rows = node.target in PRODUCT_OPERANDS and aligns_products(ctx.options, traced.device)
     if align_rows:
         args = with_aligned_operands(ctx, node.target, args, node.args, store)
     kwargs = {k: realize(ctx, v, node.kwargs.get(k), store) for k, v in kwargs.items()}
     args = realize_arguments(ctx, tuple(args), store)
     kwargs = realize_arguments(ctx, dict(kwargs), store)
-    meta = channels_last_meta(meta_value(node)) if channels_last else meta_value(node)
+    meta = channels_last_meta(traced) if channels_last else traced
     align_rows = align_rows and kind == "extern"
     stride = padded_product_strides(ctx, node, args, meta) if align_rows else None
     return ctx.extern_call(node.target, args, kwargs, meta, kind, reason, align_rows, stride)

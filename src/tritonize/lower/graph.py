@@ -229,14 +229,7 @@ def _readers_from_memory(node) -> int:
     operands in given layouts, which a view of the shared value may not have. Nor is the graph's
     output: a saved value stored apart from its consumer's kernel can cost a kernel more, where
     the fusion of same-shaped kernels would recompute it in one.)"""
-    readers = 0
-    for user in node.users:
-        packet = getattr(user.target, "overloadpacket", None)
-        if packet in VIEW_OPS:
-            readers += _readers_from_memory(user)
-        elif packet in MATMUL_OPS:
-            readers += 1
-    return readers
+    return sum(getattr(reader.target, "overloadpacket", None) in MATMUL_OPS for reader, _ in _readers_through_views(node))
 
 
 def _product_operand_strides(ctx, node, value):
@@ -244,17 +237,23 @@ def _product_operand_strides(ctx, node, value):
     unless a graph output views it; None to store it as usual."""
     if node in ctx.output_views or not isinstance(value, TensorValue) or not _product_operand(node):
         return None
-    return padded_row_strides(ctx.options, value)
+    return padded_row_strides(ctx.options, value.size, value.dtype, value.device)
 
 
 def _product_operand(node) -> bool:
     """Whether an mm or addmm reads the node's value as an operand, directly or through views."""
+    return any(any(i < len(reader.args) and reader.args[i] is read for i in PRODUCT_OPERANDS.get(reader.target, ()))
+               for reader, read in _readers_through_views(node))
+
+
+def _readers_through_views(node):
+    """(reader, what it reads: node or a view of it) for each of node's users, and for the users of
+    the views among them, down to users that are not view ops."""
     for user in node.users:
-        if getattr(user.target, "overloadpacket", None) in VIEW_OPS and _product_operand(user):
-            return True
-        if any(i < len(user.args) and user.args[i] is node for i in PRODUCT_OPERANDS.get(user.target, ())):
-            return True
-    return False
+        if getattr(user.target, "overloadpacket", None) in VIEW_OPS:
+            yield from _readers_through_views(user)
+        else:
+            yield user, node
 
 
 def _arguments(node, env) -> tuple:

@@ -35,16 +35,16 @@ def aligns_products(options, device: torch.device) -> bool:
     return options.align_matmuls == "always" or (options.align_matmuls == "auto" and device.type == "cuda")
 
 
-def padded_row_strides(options, value: TensorValue) -> tuple | None:
-    """Row-major strides of `value` with each row padded to a multiple of 16 bytes, where its row
-    width is a number that is not one (and more than 16 bytes: a product over fewer columns gains
-    nothing); None otherwise."""
-    if value.rank < 2 or value.dtype not in PADDED_DTYPES or not aligns_products(options, value.device):
+def padded_row_strides(options, size: tuple, dtype: torch.dtype, device: torch.device) -> tuple | None:
+    """Row-major strides of a tensor of `size` with each row padded to a multiple of 16 bytes,
+    where its row width is a number that is not one (and more than 16 bytes: a product over fewer
+    columns gains nothing); None otherwise."""
+    if len(size) < 2 or dtype not in PADDED_DTYPES or not aligns_products(options, device):
         return None
-    width, unit = value.size[-1], 16 // value.dtype.itemsize
+    width, unit = size[-1], 16 // dtype.itemsize
     if not isinstance(width, int) or width % unit == 0 or width <= unit:
         return None
-    return contiguous_strides((*value.size[:-1], -(-width // unit) * unit))
+    return contiguous_strides((*size[:-1], -(-width // unit) * unit))
 
 
 def with_aligned_operands(ctx, target, args: tuple, traced_args: tuple, store) -> tuple:
@@ -57,7 +57,7 @@ def with_aligned_operands(ctx, target, args: tuple, traced_args: tuple, store) -
         if not isinstance(value, TensorValue) or traced_args[i] in ctx.output_views \
                 or strided_view_of(value, ctx.sizes) is not None:  # a view of a tensor that exists
             continue
-        strides = padded_row_strides(ctx.options, value)
+        strides = padded_row_strides(ctx.options, value.size, value.dtype, value.device)
         if strides is not None:
             out[i] = store(value, strides)
     return tuple(out)
@@ -72,8 +72,8 @@ def padded_product_strides(ctx, node, args: tuple, meta) -> tuple | None:
         return None
     if node.target == aten.addmm.default and len(args[0].size) != 1:
         return None
-    result = TensorValue(symbolic_size(meta.shape), meta.dtype, meta.device, None)
-    sizes = (*result.size, args[PRODUCT_OPERANDS[node.target][1]].size[0])
+    size = symbolic_size(meta.shape)
+    sizes = (*size, args[PRODUCT_OPERANDS[node.target][1]].size[0])
     if not all(isinstance(n, int) for n in sizes) or sizes[0] * sizes[1] * sizes[2] < MIN_PADDED_MATMUL_MACS:
         return None
-    return padded_row_strides(ctx.options, result)
+    return padded_row_strides(ctx.options, size, meta.dtype, meta.device)
