@@ -19,7 +19,8 @@ import model_zoo  # noqa: E402
 from models import Workload  # noqa: E402
 
 
-def profile_backend(spec, mode, backend, steps, top):
+def warmed_step(spec, mode, backend):
+    """One step of the model compiled by the back end, after three warm-up steps."""
     common.reset_compiler_state()
     torch.manual_seed(0)
     workload = Workload(spec, mode, small=False, device="cuda")
@@ -27,6 +28,11 @@ def profile_backend(spec, mode, backend, steps, top):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    return step
+
+
+def profile_backend(spec, mode, backend, steps, top):
+    step = warmed_step(spec, mode, backend)
     seconds = common.median_time_s(step, "cuda")
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:

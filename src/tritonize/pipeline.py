@@ -19,6 +19,7 @@ import warnings
 import torch
 
 from .codegen.kernel import render_kernel
+from .codegen.memory_plan import lower_peak_order
 from .codegen.reduction_kernel import render_reduction_kernel
 from .codegen.scan_kernel import render_scan_kernel
 from .codegen.scatter_kernel import render_scatter_kernel
@@ -75,6 +76,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options, graph_id: i
         reinplace_user_kernels(graph)
         dump.write("1_ir.txt", graph.render())
         plan = schedule(graph)
+        plan.steps = lower_peak_order(graph, plan.steps)
         dump.write("2_schedule.txt", plan.render())
         kernels, calls = render_kernels(plan, graph, dump)
         device = graph_device(example_inputs, gm)

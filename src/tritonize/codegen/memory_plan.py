@@ -30,6 +30,7 @@ from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuf
 from ..ir.symbols import dim_vars, without_unit_dims
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
+from ..schedule.memory_order import allocations, free_inputs_sooner, last_uses, step_reads, timeline as live_bytes
 
 
 @dataclasses.dataclass
@@ -47,15 +48,23 @@ class MemoryPlan:
     live_at_peak: list
 
 
+def lower_peak_order(graph: GraphIR, steps: list) -> list:
+    """steps, or the order schedule/memory_order.py proposes (kernels that only feed outputs moved
+    up where the larger inputs they free die otherwise) when its planned peak is lower."""
+    proposed = free_inputs_sooner(steps, graph, reads_of)
+    if proposed is steps:
+        return steps
+    reads = {id(step): step_reads(step, reads_of) for step in steps}
+
+    def planned_peak(order):
+        return plan_memory(graph, order, last_uses(order, graph, lambda step: reads[id(step)])).peak
+    return proposed if planned_peak(proposed) < planned_peak(steps) else steps
+
+
 def plan_memory(graph: GraphIR, steps: list, last_use: dict) -> MemoryPlan:
-    allocated = {i: _allocations(step) for i, step in enumerate(steps)}
-    sizes = {name: _nbytes(graph, graph.buffers[name]) for names in allocated.values() for name in names}
+    allocated = {i: allocations(step) for i, step in enumerate(steps)}
+    timeline, sizes, born = live_bytes(steps, graph, last_use)
     end = len(steps)
-    born = {name: i for i, names in allocated.items() for name in names}
-    timeline = [0] * max(end, 1)
-    for name, start in born.items():
-        for step in range(start, min(last_use.get(name, start), end - 1) + 1):
-            timeline[step] += sizes[name]
     sources = _reusable_storages(graph, steps)
     in_place = _in_place(graph, steps, last_use, sources)
     for out in in_place:
@@ -73,23 +82,6 @@ def plan_memory(graph: GraphIR, steps: list, last_use: dict) -> MemoryPlan:
         if last < end and name in graph.buffers and name not in taken and _deletable(graph, name):
             deleted.setdefault(last, []).append(name)
     return MemoryPlan(reuse, in_place, {i: sorted(names) for i, names in deleted.items()}, peak, peak_step, live)
-
-
-def _allocations(step) -> list[str]:
-    """The buffers a step brings into being (its own allocations and aten's results)."""
-    if isinstance(step, KernelGroup):
-        return [b.name for b in step.stored]
-    if isinstance(step, ExternCall):
-        return [out.buffer.name for out in step.outputs]
-    if isinstance(step, UserKernelCall):
-        return [out.buffer.name for out in step.outputs if out.arg_name in step.clones]
-    return []  # a scatter writes into its target, allocated before it
-
-
-def _nbytes(graph: GraphIR, buffer: Buffer) -> int:
-    span = buffer.layout.storage_span()
-    hint = int(span) if isinstance(span, int) or getattr(span, "is_number", False) else graph.sizes.hint(span)
-    return hint * buffer.layout.dtype.itemsize
 
 
 def _storage_class(buffer: Buffer):
