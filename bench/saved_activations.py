@@ -7,7 +7,8 @@ Builds each model as bench/models.py does in training (fp32 weights, forward und
 compiles it with each back end and stops each compile right after AOTAutograd's partitioner: the
 forward graph's outputs past the user's are what the backward keeps alive, the bulk of a training
 step's peak. Prints per back end the saved activations' bytes (values computed in the forward;
-the parameters and inputs it saves cost nothing extra), then the kinds of saved values (producing
+the parameters and inputs it saves cost nothing extra, nor a saved view of a saved value's
+storage), then the kinds of saved values (producing
 op, dtype) where the back ends differ, with their bytes. Tritonize's partition is patched in
 tritonize.backend, Inductor's in torch._inductor.compile_fx; each compile is stopped by an
 exception after the partition, so nothing is generated or launched.
@@ -29,14 +30,18 @@ class _Partitioned(Exception):
 
 def _saved_values(forward_module, num_fwd_outputs):
     """(producer, dtype, bytes, shape) for each saved value the forward computes."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     output = next(n for n in forward_module.graph.nodes if n.op == "output")
-    saved = []
+    saved, storages = [], set()
     for node in output.args[0][num_fwd_outputs:]:
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(value, torch.Tensor) or node.op == "placeholder":
             continue
+        storage = StorageWeakRef(value.untyped_storage()).cdata
+        size = 0 if storage in storages else value.untyped_storage().nbytes()  # a view of a saved value: free
+        storages.add(storage)
         producer = node.target if node.op == "call_function" else node.op
-        size = value.untyped_storage().nbytes() if not value.is_sparse else 0
         saved.append((str(producer), str(value.dtype).replace("torch.", ""), int(size), tuple(value.shape)))
     return saved
 

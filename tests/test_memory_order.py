@@ -102,3 +102,25 @@ def test_training_under_autocast_matches_eager(device):
         results.append([out] + [p.grad for p in net.parameters()] + list(net.buffers()))
     assert_same(results[1], results[0], atol=2e-2, rtol=2e-2)
     assert_same(x, before)
+
+
+def test_a_kernel_never_moves_above_a_user_kernel(device):
+    """A user kernel (adding one in place) between the copy's input's last other reader and the
+    copy: its effects are not known to us, so the copy goes no higher than just below it."""
+    import triton
+    import tritonize
+    from user_kernel_corpus import add_one_inplace_kernel
+
+    def fn(x, w1, w2, w3):
+        a = torch.relu(x @ w1)
+        c = torch.sin(a @ w2)
+        n = c.numel()
+        tritonize.wrap_triton(add_one_inplace_kernel)[(triton.cdiv(n, 256),)](c, n, BLOCK=256)
+        g = torch.cos(c @ w3)
+        return g, a.to(torch.bfloat16)
+
+    x, w1, w2, w3 = (torch.randn(64, 32, device=device), torch.randn(32, 256, device=device),
+                     torch.randn(256, 128, device=device), torch.randn(128, 512, device=device))
+    _, wrapper = compile_and_check(fn, x, w1, w2, w3)
+    user_kernel = _line_of(wrapper, "# user kernel add_one_inplace_kernel")
+    assert user_kernel < _copy_allocated(wrapper) < _line_of(wrapper, "# extern: mm_2"), wrapper

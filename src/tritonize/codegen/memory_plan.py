@@ -30,7 +30,8 @@ from ..ir.nodes import Buffer, ComputedBuffer, ExternCall, GraphIR, HostValueBuf
 from ..ir.symbols import dim_vars, without_unit_dims
 from ..ir.user_kernel import UserKernelCall
 from ..schedule.fusion import KernelGroup, reads_of
-from ..schedule.memory_order import allocations, free_inputs_sooner, last_uses, step_reads, timeline as live_bytes
+from ..schedule.memory_order import free_inputs_sooner, last_uses, live_bytes
+from ..schedule.steps import allocations, step_reads
 
 
 @dataclasses.dataclass

@@ -24,7 +24,8 @@ from ..ir.scatter import ScatterOp
 from ..ir.user_kernel import UserKernelCall
 from ..lower.product_rows import MIN_PADDED_MATMUL_MACS
 from ..schedule.fusion import KernelGroup, reads_of
-from ..schedule.memory_order import last_uses, step_reads
+from ..schedule.memory_order import last_uses
+from ..schedule.steps import step_reads
 from .index_printer import print_condition, print_index, print_number
 from .kernel import host_scalar_argument
 from .memory_plan import MemoryPlan, plan_memory

@@ -20,10 +20,9 @@ nothing moves a wait earlier.
 """
 from __future__ import annotations
 
-import torch
-
 from ..ir.nodes import ComputedBuffer, ExternCall, writes_no_argument
 from ..ir.scatter import ScatterOp
+from .steps import is_pure_call, step_reads
 
 WAIT_OPS = ("wait_tensor",)
 
@@ -35,14 +34,6 @@ def is_wait(step) -> bool:
 
 def is_start(step) -> bool:
     return isinstance(step, ExternCall) and step.kind == "collective" and not is_wait(step)
-
-
-def is_pure_call(step) -> bool:
-    """An aten call whose place among the steps matters only through the buffers it reads and
-    writes: it writes none of its arguments, draws no random numbers (option fallback_random:
-    eager's numbers in the graph's order) and binds no data-dependent sizes."""
-    return isinstance(step, ExternCall) and not step.after and writes_no_argument(step.target) \
-        and torch.Tag.nondeterministic_seeded not in getattr(step.target, "tags", ())
 
 
 def order_collectives(steps: list, reads_of) -> list:
@@ -66,12 +57,12 @@ def _move_up(steps: list, start: ExternCall, reads_of) -> None:
     while top > 0:
         before = steps[top - 1]
         writes = _writes(before, reads_of)
-        if writes is None or is_start(before) or _reads(before, reads_of) & written:
+        if writes is None or is_start(before) or step_reads(before, reads_of) & written:
             break
         if writes & needed:  # a producer of the block's input: it moves with the block
             if is_wait(before):
                 break  # a wait never moves earlier
-            needed |= _reads(before, reads_of)
+            needed |= step_reads(before, reads_of)
             written |= writes
             top, size = top - 1, size + 1
             continue
@@ -84,15 +75,10 @@ def _move_down(steps: list, wait: ExternCall, reads_of) -> None:
     touched = reads_of(wait) | {o.buffer.name for o in wait.outputs}  # the result, by either name
     while i + 1 < len(steps):
         after = steps[i + 1]
-        if _writes(after, reads_of) is None or _reads(after, reads_of) & touched or is_wait(after):
+        if _writes(after, reads_of) is None or step_reads(after, reads_of) & touched or is_wait(after):
             break
         steps[i + 1], steps[i] = wait, after
         i += 1
-
-
-def _reads(step, reads_of) -> set:
-    ops = step.buffers if hasattr(step, "buffers") else [step]
-    return set().union(*(reads_of(op) for op in ops))
 
 
 def _writes(step, reads_of) -> set | None:

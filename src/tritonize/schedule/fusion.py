@@ -25,7 +25,8 @@ from ..ir import expr as ex
 from ..ir.nodes import ComputedBuffer, ExternCall, GraphIR, ReductionBuffer, ScanBuffer
 from ..ir.scatter import ScatterOp
 from ..ir.symbols import dim_vars, simplify_with_ranges, without_unit_dims
-from .collectives import is_pure_call, is_start, order_collectives
+from .collectives import is_start, order_collectives
+from .steps import is_pure_call
 from .rows import RowSpace, row_space_of
 from .scans import is_scan_group, scan_joins, scan_row_space
 

@@ -16,36 +16,13 @@ A step never moves above one that writes what it reads, nor above a step whose e
 known to be confined to fresh buffers: only kernel groups and pure aten calls are passed (not a
 scatter, a mutating aten call, a user kernel or a collective).
 
-Also the helpers the memory plan and the wrapper share with this pass: what a step allocates, a
-buffer's bytes, each buffer's last reading step, the bytes live at each step.
+Also what the memory plan and the wrapper share with this pass: each buffer's last reading step
+and the bytes live at each step.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Buffer, ExternCall, GraphIR
-from ..ir.user_kernel import UserKernelCall
-from .collectives import is_pure_call
-
-
-def allocations(step) -> list[str]:
-    """The buffers a step brings into being (its own allocations and aten's results)."""
-    if hasattr(step, "buffers"):  # a kernel group
-        return [b.name for b in step.stored]
-    if isinstance(step, ExternCall):
-        return [out.buffer.name for out in step.outputs]
-    if isinstance(step, UserKernelCall):
-        return [out.buffer.name for out in step.outputs if out.arg_name in step.clones]
-    return []  # a scatter writes into its target, allocated before it
-
-
-def storage_bytes(graph: GraphIR, buffer: Buffer) -> int:
-    span = buffer.layout.storage_span()
-    hint = int(span) if isinstance(span, int) or getattr(span, "is_number", False) else graph.sizes.hint(span)
-    return hint * buffer.layout.dtype.itemsize
-
-
-def step_reads(step, reads_of) -> set[str]:
-    ops = step.buffers if hasattr(step, "buffers") else [step]
-    return set().union(*(reads_of(op) for op in ops))
+from ..ir.nodes import GraphIR
+from .steps import allocations, is_pure_call, step_reads, storage_bytes
 
 
 def last_uses(steps: list, graph: GraphIR, reads_of_step) -> dict[str, int]:
@@ -65,7 +42,7 @@ def last_uses(steps: list, graph: GraphIR, reads_of_step) -> dict[str, int]:
     return last
 
 
-def timeline(steps: list, graph: GraphIR, last_use: dict) -> tuple[list[int], dict[str, int], dict[str, int]]:
+def live_bytes(steps: list, graph: GraphIR, last_use: dict) -> tuple[list[int], dict[str, int], dict[str, int]]:
     """(bytes live at each step, each allocated buffer's bytes, the step allocating it), every
     buffer freed right after its last use and nothing reused."""
     born = {name: i for i, step in enumerate(steps) for name in allocations(step)}
@@ -81,7 +58,7 @@ def timeline(steps: list, graph: GraphIR, last_use: dict) -> tuple[list[int], di
 def free_inputs_sooner(steps: list, graph: GraphIR, reads_of) -> list:
     """steps with each kernel group that only feeds graph outputs moved up to where the inputs it
     frees die otherwise, when those outweigh its outputs (module docstring)."""
-    if len(steps) < 3:
+    if len(steps) < 3:  # a step moves above at least two: its input's producer and reader stay
         return steps
     order = _Order(steps, graph, reads_of)
     for step in [s for s in steps if order.only_feeds_outputs(s)]:
