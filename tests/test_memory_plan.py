@@ -122,3 +122,21 @@ def test_no_kernel_writes_over_an_input_that_lives_on(device):
     x, w = torch.randn(16, 8, device=device), torch.randn(8, 16, device=device)
     _, wrapper = compile_and_check(fn, x, w)
     assert "# in place over it" not in wrapper, wrapper
+
+
+def test_an_output_a_convolution_read_is_stored_once(device):
+    """sin(x) is stored for the convolution and returned: one buffer serves both (a training
+    forward's saved bf16 copies, stored twice before). The equal sin(x) returned again gets a
+    buffer of its own: two outputs never share storage that eager gives them apart."""
+    def fn(x, w):
+        a, b = torch.sin(x), torch.sin(x)
+        return torch.nn.functional.conv2d(a, w), a, b
+
+    x, w = torch.randn(2, 4, 8, 8, device=device), torch.randn(6, 4, 3, 3, device=device)
+    _, wrapper = compile_and_check(fn, x, w)
+    body = wrapper.split("def call(args)")[1].split("INPUTS = ")[0]
+    assert body.count("(2, 4, 8, 8), (256, 64, 8, 1)") == 3, wrapper  # the input's check and two buffers
+    conv, a, b = torch.compile(fn, backend="tritonize")(x, w)
+    assert a.data_ptr() != b.data_ptr()
+    a.add_(1)
+    assert_same(b, torch.sin(x))

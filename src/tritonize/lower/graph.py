@@ -547,7 +547,8 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
     view = strided_view_of(value, ctx.sizes)
     if saved and keeps_planned_layout(ctx.options, value, view, ctx.buffers):
         if view is None:
-            return GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(value, ctx.shared_strides(value))))
+            stored = ctx.stored_for_output(value, ctx.shared_strides(value))
+            return GraphOutput(stored or _whole_buffer(ctx, ctx.compute_buffer(value, ctx.shared_strides(value))))
         return GraphOutput(ctx.realize(value))
     if view is not None:
         from_input = isinstance(ctx.buffers[view[0]], InputBuffer)
@@ -562,7 +563,8 @@ def _lower_output(ctx, node, env, saved: bool = False) -> GraphOutput:
         if alias is None:
             raise Unsupported(f"output {node.name} is a view of an input that is not expressible as one here")
         return GraphOutput(alias)
-    return GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(value, stride)))
+    stored = ctx.stored_for_output(value, stride)
+    return GraphOutput(stored or _whole_buffer(ctx, ctx.compute_buffer(value, stride)))
 
 
 def _whole_buffer(ctx, buffer):
