@@ -26,6 +26,7 @@ from .config import Options, make_options
 from .cudagraphs.plan import attach_cuda_graphs
 from .caching.graph_cache import compile_graph_cached
 from .pipeline import compile_graph
+from .pool_offsets import save_pool_offsets
 from .graph_passes import contiguous_attention_masks
 from .lower import conv_layout, freezing
 from .lower.decompositions import decomposition_table
@@ -198,17 +199,22 @@ def _min_cut_random_safe(joint_module, joint_inputs, **kwargs):
     of the eighteenth session). The list is widened, for this call, by every op of the graph that
     torch tags as drawing random numbers and every custom or higher-order op (_kept_apart_by_cse);
     the pass still merges the rest (each layer's copy of one attention mask, saved once instead of
-    once a layer)."""
+    once a layer). A max pool's indices are then saved as int8 offsets (pool_offsets.py)."""
     from torch._functorch import compile_utils
 
     _recompute_host_scalars(joint_module.graph)
     if not hasattr(compile_utils, "rand_ops"):  # a torch whose pass we cannot widen: no pass
         with functorch_config.patch(cse=False):
-            return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
-    widened = list(compile_utils.rand_ops)
-    widened += [op for op in _kept_apart_by_cse(joint_module.graph) if op not in widened]
-    with unittest.mock.patch.object(compile_utils, "rand_ops", widened):
-        return min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor", **kwargs)
+            forward, backward = min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor",
+                                                                     **kwargs)
+    else:
+        widened = list(compile_utils.rand_ops)
+        widened += [op for op in _kept_apart_by_cse(joint_module.graph) if op not in widened]
+        with unittest.mock.patch.object(compile_utils, "rand_ops", widened):
+            forward, backward = min_cut_rematerialization_partition(joint_module, joint_inputs, compiler="inductor",
+                                                                     **kwargs)
+    save_pool_offsets(forward, backward, kwargs["num_fwd_outputs"])
+    return forward, backward
 
 
 def _recompute_host_scalars(graph: torch.fx.Graph) -> None:

@@ -66,6 +66,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     shared_bases = _output_bases(gm)
     ctx.output_views = _output_views(gm)
     input_updates = _input_updates(gm)
+    saved = _saved_outputs(gm)
     for node in gm.graph.nodes:
         ctx.current_node = node
         if node.op == "placeholder":
@@ -82,6 +83,8 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
             if node in shared_bases:
                 env[node] = _realize_shared_base(ctx, node, env[node], input_updates.get(node),
                                                  _updated_input_through_a_view(node, input_updates))
+            if node in saved:
+                env[node] = _stored_where_computed(ctx, node, env[node])
         elif node.op == "output":
             user_visible = node.meta.get("user_visible_output_idxs")  # a forward graph's (backend.py)
             outputs = [_lower_output(ctx, n, env, saved=user_visible is not None and k not in user_visible)
@@ -91,6 +94,38 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
     check_symbols_bound(graph)
     move_size_values_to_host(graph)
     return graph
+
+
+def _saved_outputs(gm: torch.fx.GraphModule) -> set:
+    """A forward graph's outputs that only the backward reads (backend.mark_user_visible_outputs)."""
+    output = gm.graph.output_node()
+    user_visible = output.meta.get("user_visible_output_idxs")
+    if user_visible is None:
+        return set()
+    return {n for k, n in enumerate(_flatten_outputs(output.args[0]))
+            if k not in user_visible and isinstance(n, torch.fx.Node) and n.op == "call_function"}
+
+
+def _stored_where_computed(ctx, node, value):
+    """A value saved for the backward, stored where the graph computes it, in the layout its
+    output takes (_lower_output), rather than when the output is lowered at the graph's end:
+    AOTAutograd's partitioner builds the forward in the joint graph's order, where a value only
+    saved (a bf16 copy of an activation, a max pool's window offsets) comes after the whole
+    forward. Stored here, its kernel fuses with its producer's, and its inputs die where they
+    would without it."""
+    meta = node.meta.get("val")
+    if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor) or value.dtype not in TRITON_DTYPES \
+            or strided_view_of(value, ctx.sizes) is not None or any(s == 0 for s in value.size) \
+            or _aliases_input(node):
+        return value
+    if keeps_planned_layout(ctx.options, value, None, ctx.buffers):
+        stride = ctx.shared_strides(value)
+    else:
+        stride = dense_strides(meta)
+        if not same_strides(value.size, stride, symbolic_size(meta.stride())):
+            return value  # returned in a layout of its own (an expanded value, stored dense)
+    buffer = ctx.compute_buffer(value, stride)
+    return buffer_value(buffer.name, buffer.layout)
 
 
 def _lower_input(ctx, node, example, position, inputs, symbol_sources):
