@@ -66,3 +66,25 @@ def test_a_window_past_127_elements_keeps_its_indices(device):
     x, weight = torch.randn(1, 2, 26, 26, device=device), torch.randn(2, 2, 3, 3, device=device)
     assert_same(_step((12, 12), x, weight, compiled=True), _step((12, 12), x, weight, compiled=False))
     assert torch.int64 in _saved_dtypes((12, 12), x, weight)
+
+
+def test_two_pools_with_a_dynamic_batch(device):
+    """A symbolic batch makes the forward save a size too, which the backward takes before the
+    saved tensors: each pool's offsets must reach that pool's backward (matched by name, not by
+    position; by position, two pools' gradients were swapped, 208 off)."""
+    def fn(x, y):
+        return torch.nn.functional.max_pool2d(x, 3, 2, 1) * 2 + torch.nn.functional.max_pool2d(y, 3, 2, 1) * 3
+
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3, 10, 10, device=device), torch.randn(4, 3, 10, 10, device=device)
+    grads = []
+    for compiled in (True, False):
+        a, b = x.clone().requires_grad_(), y.clone().requires_grad_()
+        if compiled:
+            torch._dynamo.mark_dynamic(a, 0)
+            torch._dynamo.mark_dynamic(b, 0)
+        run = torch.compile(fn, backend="tritonize") if compiled else fn
+        out = run(a, b)
+        out.square().sum().backward()
+        grads.append((out, a.grad, b.grad))
+    assert_same(grads[0], grads[1])

@@ -10,14 +10,16 @@ max pool with static sizes:
 * the forward computes the offsets from the indices and saves them instead:
       ih, iw = idx // W, idx % W
       kh = (ih - (oh * sH - pH)) / dH,  kw = (iw - (ow * sW - pW)) / dW
-* the backward rebuilds the indices from them before any use:
+* the backward rebuilds the indices from them before any use (its placeholder of the saved
+  node's name receives them):
       ih = oh * sH - pH + kh * dH,  iw = ow * sW - pW + kw * dW,  idx = ih * W + iw
   (oh, ow: the output position, from aranges), with kh, kw = divmod(offset, kW).
 
 Both are pointwise aten ops our kernels fuse: into the pool's kernel in the forward (the int64
 indices are then never stored), into the pool's backward in the backward. The forward's output
 and the backward's input at that position change together (AOTAutograd hands the saved values
-over by position); their example values (fake tensors) are computed by the fake mode of the graph.
+over by position, the backward's placeholder keeps the saved node's name); their example values
+(fake tensors) are computed by the fake mode of the graph.
 """
 from __future__ import annotations
 
@@ -32,19 +34,21 @@ MAX_WINDOW = torch.iinfo(torch.int8).max
 
 def save_pool_offsets(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule, num_fwd_outputs: int) -> None:
     """Rewrite a partition in place (module docstring). Saved values are the forward's outputs
-    from num_fwd_outputs on and the backward's first placeholders, in the same order."""
+    from num_fwd_outputs on; the backward receives each as the placeholder of the saved node's
+    name. (Not by position: the forward returns its saved tensors before its saved sizes, the
+    backward takes the sizes first.)"""
     output = forward.graph.output_node()
     saved = list(output.args[0][num_fwd_outputs:])
-    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    placeholders = {n.name: n for n in backward.graph.nodes if n.op == "placeholder"}
     changed = False
     for position, node in enumerate(saved):
         pool = _pool_of_indices(node)
-        if pool is None or position >= len(placeholders):
+        if pool is None or node.name not in placeholders:
             continue
         geometry = _geometry(pool)
         if geometry is None:
             continue
-        received = placeholders[position]
+        received = placeholders[node.name]
         if not _same_value(received, node):
             continue
         offsets = _offsets_in_forward(forward.graph, node, geometry)
