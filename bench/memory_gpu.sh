@@ -10,6 +10,9 @@
 #              bert's training with and without aligned products (tritonize, tritonize-noalign)
 #   history    torch.cuda.memory._record_memory_history around one gpt2 inference step: the
 #              snapshot (a pickle for pytorch.org/memory_viz) in $OUT
+#   saved      training: what each back end's forward saves (bench/saved_activations.py: the
+#              partition alone, no kernels), then where tritonize's MobileNetV3 step peaks
+#              (bench/peak_breakdown.py: live blocks at the peak by the wrapper line allocating them)
 source "$(dirname "$0")/gpu_env.sh"
 SIX=gpt2,bert,llama,resnet50,vit,mobilenetv3  # the tables of earlier sessions
 case "${1:-}" in
@@ -44,5 +47,9 @@ with torch.no_grad():
 print("peak", torch.cuda.max_memory_allocated() / 2**30, "GiB; snapshot", path)
 PY
         ;;
-    *) echo "usage: bash bench/memory_gpu.sh inference|training|partitioners|history" >&2; exit 2 ;;
+    saved)
+        timeout 240 python3 bench/saved_activations.py --models mobilenetv3,resnet50,vit 2>&1 | quiet | tail -40
+        timeout 300 python3 bench/peak_breakdown.py --model mobilenetv3 --backends tritonize,inductor --top 15 2>&1 \
+            | quiet | tail -40 ;;
+    *) echo "usage: bash bench/memory_gpu.sh inference|training|partitioners|products|history|saved" >&2; exit 2 ;;
 esac
