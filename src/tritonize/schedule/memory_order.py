@@ -4,6 +4,9 @@ AOTAutograd's partitioner builds a training forward from the joint graph in the 
 order, so a value computed only to be saved for the backward (a bf16 copy of a float32
 activation, under autocast) comes after the whole forward: its float32 input stays alive to the
 end, next to everything else saved. MobileNetV3's forward held 237 MiB of such inputs at its peak.
+Lowering now stores such values where the forward computes them (lower/graph.py,
+_stored_where_computed); this pass moves what is still computed late (a kernel reading an aten
+call's result, a value in a layout of its own).
 
 After fusion, a kernel whose stored buffers no other step reads (graph outputs only) moves up to
 just after the last other reader of the inputs it is the last reader of, when those inputs take
