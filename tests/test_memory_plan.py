@@ -140,3 +140,24 @@ def test_an_output_a_convolution_read_is_stored_once(device):
     assert a.data_ptr() != b.data_ptr()
     a.add_(1)
     assert_same(b, torch.sin(x))
+
+
+def test_a_returned_clone_of_a_saved_value_has_storage_of_its_own(device):
+    """h feeds a product (so the forward saves it for the backward) and h.clone() is returned: our
+    lowering drops clone, and both were one buffer, so a caller writing into the clone changed the
+    saved h (backward raised a version-counter error). Eager's outputs share no storage; ours now
+    neither, and backward after writing into the clone gives eager's gradients."""
+    def fn(x, w1, w2):
+        h = torch.relu(x @ w1)
+        return h @ w2, h.clone()
+
+    torch.manual_seed(0)
+    tensors = [torch.randn(4, 8, device=device), torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)]
+    results = []
+    for run in (torch.compile(fn, backend="tritonize"), fn):
+        leaves = [t.clone().requires_grad_() for t in tensors]
+        out, copy = run(*leaves)
+        copy.add_(1)
+        out.square().sum().backward()
+        results.append([out, copy] + [t.grad for t in leaves])
+    assert_same(results[0], results[1])

@@ -87,8 +87,10 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, options) -> GraphIR:
                 env[node] = _stored_where_computed(ctx, node, env[node])
         elif node.op == "output":
             user_visible = node.meta.get("user_visible_output_idxs")  # a forward graph's (backend.py)
+            returned = _flatten_outputs(node.args[0])
             outputs = [_lower_output(ctx, n, env, saved=user_visible is not None and k not in user_visible)
-                       for k, n in enumerate(_flatten_outputs(node.args[0]))]
+                       for k, n in enumerate(returned)]
+            outputs = _apart_as_in_eager(ctx, returned, outputs)
     graph = GraphIR(inputs, ctx.operations, outputs, ctx.constants, ctx.buffers, arg_names, symbol_sources,
                     ctx.sizes, set(ctx.unbacked))
     check_symbols_bound(graph)
@@ -513,6 +515,38 @@ def _aliases_input(node) -> bool:
     """True when eager's output is a view of a graph input (so ours may be one too)."""
     root = _alias_root(node)
     return isinstance(root, torch.fx.Node) and root.op in ("placeholder", "get_attr")
+
+
+def _apart_as_in_eager(ctx, nodes, outputs) -> list:
+    """Outputs that would share one of our buffers where eager's share no storage get a copy of
+    their own: our lowering drops clone, so `h.clone()` returned next to h (or next to h saved for
+    the backward) was h's buffer, and a caller writing into the clone changed h (backward then
+    raised a version-counter error; eager does not). Views of one value keep sharing it."""
+    owners: dict = {}
+    kept = []
+    for node, out in zip(nodes, outputs):
+        meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if out.view is not None and isinstance(meta, torch.Tensor):
+            owner = _storage_owner(node)
+            if owners.setdefault(out.view.buffer_name, owner) is not owner:
+                ctx.current_node = node
+                out = GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(ctx.values[node], dense_strides(meta))))
+        kept.append(out)
+    return kept
+
+
+def _storage_owner(node):
+    """The node whose result owns the storage `node`'s result lives in, in eager: the start of
+    its chain of views (the node itself when it is no view)."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
+                getattr(node.args[0].target, "overloadpacket", None) in MULTI_VIEW_OPS:
+            node = node.args[0].args[0]
+        elif getattr(node.target, "overloadpacket", None) in VIEW_OPS:
+            node = node.args[0]
+        else:
+            return node
+    return node
 
 
 def _alias_root(node):
