@@ -526,7 +526,7 @@ def _apart_as_in_eager(ctx, nodes, outputs) -> list:
     kept = []
     for node, out in zip(nodes, outputs):
         meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if out.view is not None and isinstance(meta, torch.Tensor):
+        if out.view is not None and isinstance(meta, torch.Tensor) and isinstance(ctx.values.get(node), TensorValue):
             owner = _storage_owner(node)
             if owners.setdefault(out.view.buffer_name, owner) is not owner:
                 ctx.current_node = node
