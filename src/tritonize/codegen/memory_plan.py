@@ -52,13 +52,16 @@ class MemoryPlan:
 def lower_peak_order(graph: GraphIR, steps: list) -> list:
     """steps, or the order schedule/memory_order.py proposes (kernels that only feed outputs moved
     up where the larger inputs they free die otherwise) when its planned peak is lower."""
-    proposed = free_inputs_sooner(steps, graph, reads_of)
+    reads = {id(step): step_reads(step, reads_of) for step in steps}  # walked once, for every order
+
+    def reads_of_step(step):
+        return reads[id(step)]
+    proposed = free_inputs_sooner(steps, graph, reads_of_step)
     if proposed is steps:
         return steps
-    reads = {id(step): step_reads(step, reads_of) for step in steps}
 
     def planned_peak(order):
-        return plan_memory(graph, order, last_uses(order, graph, lambda step: reads[id(step)])).peak
+        return plan_memory(graph, order, last_uses(order, graph, reads_of_step)).peak
     return proposed if planned_peak(proposed) < planned_peak(steps) else steps
 
 

@@ -61,7 +61,6 @@ class LoweringContext:
         # new values of mutated inputs laid out as the inputs (lower/graph.py, _updated_input_strides)
         self.input_layout_buffers: set = set()
         self._read_only_copies: dict = {}  # see realize_read_only
-        self._copies_returned: set = set()  # their buffers a graph output took (stored_for_output)
         self.output_views: set = set()  # FX nodes a graph output is or views (lower/graph.py)
         self._counter = itertools.count()
 
@@ -153,17 +152,15 @@ class LoweringContext:
         """The buffer an aten call that only reads it already holds value in, in these strides,
         for a graph output to return instead of storing the value again (a training forward
         saves the bf16 copy of a weight or of an activation that a convolution read: once
-        stored for the call, once for the output, before). Each such buffer goes to one output at
-        most: two outputs must not share storage that eager gives them apart."""
+        stored for the call, once for the output, before). Two outputs that would take one
+        such buffer are kept apart afterwards (lower/graph.py, _apart_as_in_eager)."""
         stride = tuple(stride)
         keys = [(value.size, value.dtype, value.device, value.body, stride)]
         if stride == tuple(contiguous_strides(value.size)):
             keys.append((value.size, value.dtype, value.device, value.body, None))
         for key in keys:
             arg = self._read_only_copies.get(key)
-            if arg is not None and arg.is_plain and arg.stride == stride \
-                    and arg.buffer_name not in self._copies_returned:
-                self._copies_returned.add(arg.buffer_name)
+            if arg is not None and arg.is_plain and arg.stride == stride:
                 return arg
         return None
 

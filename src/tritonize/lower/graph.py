@@ -521,32 +521,20 @@ def _apart_as_in_eager(ctx, nodes, outputs) -> list:
     """Outputs that would share one of our buffers where eager's share no storage get a copy of
     their own: our lowering drops clone, so `h.clone()` returned next to h (or next to h saved for
     the backward) was h's buffer, and a caller writing into the clone changed h (backward then
-    raised a version-counter error; eager does not). Views of one value keep sharing it."""
+    raised a version-counter error; eager does not). Views of one value (one _view_base) keep
+    sharing it. Also keeps two outputs apart that took one read-only aten argument's buffer
+    (LoweringContext.stored_for_output)."""
     owners: dict = {}
     kept = []
     for node, out in zip(nodes, outputs):
         meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if out.view is not None and isinstance(meta, torch.Tensor) and isinstance(ctx.values.get(node), TensorValue):
-            owner = _storage_owner(node)
+            owner = _view_base(node)
             if owners.setdefault(out.view.buffer_name, owner) is not owner:
                 ctx.current_node = node
                 out = GraphOutput(_whole_buffer(ctx, ctx.compute_buffer(ctx.values[node], dense_strides(meta))))
         kept.append(out)
     return kept
-
-
-def _storage_owner(node):
-    """The node whose result owns the storage `node`'s result lives in, in eager: the start of
-    its chain of views (the node itself when it is no view)."""
-    while isinstance(node, torch.fx.Node) and node.op == "call_function":
-        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
-                getattr(node.args[0].target, "overloadpacket", None) in MULTI_VIEW_OPS:
-            node = node.args[0].args[0]
-        elif getattr(node.target, "overloadpacket", None) in VIEW_OPS:
-            node = node.args[0]
-        else:
-            return node
-    return node
 
 
 def _alias_root(node):

@@ -25,7 +25,7 @@ and the bytes live at each step.
 from __future__ import annotations
 
 from ..ir.nodes import GraphIR
-from .steps import allocations, is_pure_call, step_reads, storage_bytes
+from .steps import allocations, is_pure_call, storage_bytes
 
 
 def last_uses(steps: list, graph: GraphIR, reads_of_step) -> dict[str, int]:
@@ -58,12 +58,13 @@ def live_bytes(steps: list, graph: GraphIR, last_use: dict) -> tuple[list[int], 
     return live, sizes, born
 
 
-def free_inputs_sooner(steps: list, graph: GraphIR, reads_of) -> list:
+def free_inputs_sooner(steps: list, graph: GraphIR, reads_of_step) -> list:
     """steps with each kernel group that only feeds graph outputs moved up to where the inputs it
-    frees die otherwise, when those outweigh its outputs (module docstring)."""
+    frees die otherwise, when those outweigh its outputs (module docstring). reads_of_step: a
+    step -> the buffers it reads."""
     if len(steps) < 3:  # a step moves above at least two: its input's producer and reader stay
         return steps
-    order = _Order(steps, graph, reads_of)
+    order = _Order(steps, graph, reads_of_step)
     for step in [s for s in steps if order.only_feeds_outputs(s)]:
         order.move_up(step)
     return order.steps if order.moved else steps
@@ -73,10 +74,10 @@ class _Order:
     """The steps in their current order, with what each reads and allocates, each buffer's
     readers and producer, and the steps nothing may pass (barriers), looked up, not rescanned."""
 
-    def __init__(self, steps: list, graph: GraphIR, reads_of):
+    def __init__(self, steps: list, graph: GraphIR, reads_of_step):
         self.steps, self.graph, self.moved = list(steps), graph, False
         self.position = {id(s): i for i, s in enumerate(self.steps)}
-        self.reads = {id(s): step_reads(s, reads_of) for s in steps}
+        self.reads = {id(s): reads_of_step(s) for s in steps}
         self.readers: dict[str, list] = {}
         self.producer: dict[str, object] = {}
         for s in steps:
